@@ -1,0 +1,40 @@
+"""hermes-kernel: a small, fast, embeddable plugin kernel for AI agents.
+
+Runs plugins written for Hermes Agent unchanged and ordinary pluggy
+extensions alike::
+
+    from kernel import Kernel, hookimpl
+
+    k = Kernel()
+    k.load()
+    print(k.tools.dispatch("calculate", {"expression": "2**16"}))
+"""
+
+from .context import PluginContext
+from .hooks import Callback
+from .kernel import Kernel, PluginError, PluginInfo, merge_context
+from .manifest import EnvVar, Manifest, ManifestError
+from .markers import hookimpl, hookspec
+from .slots import Provider, SlotError
+from .tools import Tool, ToolRegistrationError
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Callback",
+    "EnvVar",
+    "Kernel",
+    "Manifest",
+    "ManifestError",
+    "PluginContext",
+    "PluginError",
+    "PluginInfo",
+    "Provider",
+    "SlotError",
+    "Tool",
+    "ToolRegistrationError",
+    "__version__",
+    "hookimpl",
+    "hookspec",
+    "merge_context",
+]

@@ -1,0 +1,162 @@
+"""The ``hermes-kernel`` command line: a thin client of the public API."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from collections.abc import Sequence
+from typing import Any
+
+from .kernel import Kernel, PluginInfo
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    handler = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help()
+        return 2
+    try:
+        return int(handler(args) or 0)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="hermes-kernel",
+        description="A plugin kernel for AI agents, compatible with Hermes Agent plugins.",
+    )
+    commands = parser.add_subparsers(title="commands", metavar="COMMAND")
+
+    plugins = commands.add_parser("plugins", help="list and inspect plugins")
+    plugin_commands = plugins.add_subparsers(title="plugin commands", metavar="ACTION")
+    listing = plugin_commands.add_parser("list", aliases=["ls"], help="list every plugin with its state")
+    listing.add_argument("--json", action="store_true", help="print a JSON array of plugin records")
+    listing.set_defaults(handler=_plugins_list)
+    plugins.set_defaults(handler=_plugins_list, json=False)
+
+    tools = commands.add_parser("tools", help="list and call tools")
+    tool_commands = tools.add_subparsers(title="tool commands", metavar="ACTION")
+    tool_list = tool_commands.add_parser("list", help="list the registered tools")
+    tool_list.add_argument("--json", action="store_true", help="print the tools' OpenAI schemas")
+    tool_list.set_defaults(handler=_tools_list)
+    tool_call = tool_commands.add_parser("call", help="call a tool through the full hook pipeline")
+    tool_call.add_argument("name", help="the tool's name")
+    tool_call.add_argument("arguments", nargs="?", default="{}", help="the arguments as a JSON object")
+    tool_call.set_defaults(handler=_tools_call)
+    tools.set_defaults(handler=_tools_list, json=False)
+
+    demo = commands.add_parser("demo", help="run the bundled calculator through the kernel in a scratch home")
+    demo.set_defaults(handler=_demo)
+    return parser
+
+
+def _loaded_kernel(home: str | None = None) -> Kernel:
+    kernel = Kernel(home=home)
+    kernel.load()
+    for problem in kernel.problems:
+        print(f"warning: {problem}", file=sys.stderr)
+    return kernel
+
+
+def _plugins_list(args: argparse.Namespace) -> int:
+    with _loaded_kernel() as kernel:
+        plugins = kernel.plugins
+        if args.json:
+            print(json.dumps([p.to_dict() for p in plugins], indent=2, ensure_ascii=False))
+        else:
+            print(format_plugin_table(plugins))
+    return 0
+
+
+def format_plugin_table(plugins: list[PluginInfo]) -> str:
+    """A readable table of plugins, with each problem on its own indented line."""
+    if not plugins:
+        return "No plugins found."
+    headers = ("NAME", "VERSION", "KIND", "SOURCE", "STATUS", "TOOLS", "HOOKS")
+    rows = []
+    for p in plugins:
+        status = "enabled" if p.enabled else ("disabled" if p.error and "disabled" in p.error else "failed")
+        rows.append(
+            (p.name, p.version or "-", p.kind, p.source, status, str(len(p.tools)), str(len(p.hooks)))
+        )
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
+    for p, row in zip(plugins, rows, strict=True):
+        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+        notes: list[str] = []
+        if p.error:
+            notes.append(f"error: {p.error}")
+        notes += [f"hook {hook} disabled: {error}" for hook, error in p.hook_errors.items()]
+        notes += [f"warning: {w}" for w in p.warnings]
+        lines += [f"    {note}" for note in notes]
+    return "\n".join(lines)
+
+
+def _tools_list(args: argparse.Namespace) -> int:
+    with _loaded_kernel() as kernel:
+        if args.json:
+            print(json.dumps(kernel.tools.schemas(), indent=2, ensure_ascii=False))
+            return 0
+        tools = kernel.tools.all()
+        if not tools:
+            print("No tools registered.")
+        for tool in tools:
+            ok, reason = kernel.tools.available(tool)
+            state = "" if ok else f"  (unavailable: {reason})"
+            print(
+                f"{tool.name}  [{tool.plugin}/{tool.toolset}]  {tool.description.splitlines()[0] if tool.description else ''}{state}"
+            )
+    return 0
+
+
+def _tools_call(args: argparse.Namespace) -> int:
+    try:
+        arguments: Any = json.loads(args.arguments)
+    except ValueError as exc:
+        print(f"error: arguments are not valid JSON: {exc}", file=sys.stderr)
+        return 2
+    with _loaded_kernel() as kernel:
+        if args.name not in kernel.tools:
+            print(json.loads(kernel.tools.dispatch(args.name, arguments))["error"], file=sys.stderr)
+            return 1
+        result = kernel.tools.dispatch(args.name, arguments, session_id="cli", task_id="cli")
+        print(result)
+        return 1 if _is_error(result) else 0
+
+
+def _is_error(result: str) -> bool:
+    try:
+        data = json.loads(result)
+    except ValueError:
+        return False
+    return isinstance(data, dict) and "error" in data
+
+
+DEMO_CALLS = (
+    ("calculate", {"expression": "2**16"}),
+    ("unit_convert", {"value": 100, "from_unit": "F", "to_unit": "C"}),
+    ("calculate", {"expression": "sqrt(2) * pi"}),
+    ("unit_convert", {"value": 1.5, "from_unit": "TB", "to_unit": "GB"}),
+    ("calculate", {"expression": "9**9**9**9"}),
+)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    """Load the bundled plugins in a scratch home and run calculator calls through the kernel."""
+    with tempfile.TemporaryDirectory(prefix="hermes-kernel-demo-") as home, _loaded_kernel(home) as kernel:
+        print(format_plugin_table(kernel.plugins))
+        print()
+        for name, arguments in DEMO_CALLS:
+            result = kernel.tools.dispatch(name, arguments, session_id="demo", task_id="demo")
+            print(f"{name}({json.dumps(arguments)}) -> {result}")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

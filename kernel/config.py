@@ -1,0 +1,92 @@
+"""The kernel's home directory, ``config.yaml`` and ``.env``."""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from dotenv import dotenv_values
+
+_SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+TRUTHY = frozenset({"1", "true", "yes", "on"})
+
+
+def truthy(value: str | None) -> bool:
+    """``1``, ``true``, ``yes`` and ``on`` (any case) are true; anything else is false."""
+    return value is not None and value.strip().lower() in TRUTHY
+
+
+def resolve_home(home: str | os.PathLike[str] | None) -> Path:
+    """The explicit ``home``, else ``$HERMES_HOME``, else ``~/.hermes``."""
+    if home is not None:
+        return Path(home).expanduser()
+    env = os.environ.get("HERMES_HOME", "").strip()
+    if env:
+        return Path(env).expanduser()
+    return Path.home() / ".hermes"
+
+
+def load_config(home: Path, override: Mapping[str, Any] | None) -> tuple[dict[str, Any], list[str]]:
+    """Read ``<home>/config.yaml`` and deep-merge ``override`` over it.
+
+    Never raises: a missing file is an empty config; an unreadable or malformed
+    one is reported in the returned problem list and ignored.
+    """
+    problems: list[str] = []
+    data: dict[str, Any] = {}
+    path = home / "config.yaml"
+    if path.is_file():
+        try:
+            loaded = yaml.load(path.read_text(encoding="utf-8-sig"), Loader=_SafeLoader)  # noqa: S506
+        except (OSError, UnicodeDecodeError) as exc:
+            problems.append(f"{path}: cannot read the file ({exc}); using defaults")
+        except yaml.YAMLError as exc:
+            problems.append(f"{path}: not valid YAML ({' '.join(str(exc).split())}); using defaults")
+        else:
+            if isinstance(loaded, dict):
+                data = loaded
+            elif loaded is not None:
+                problems.append(
+                    f"{path}: the top level must be a mapping, not {type(loaded).__name__}; using defaults"
+                )
+    if override:
+        data = deep_merge(data, override)
+    return data, problems
+
+
+def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    """A new dict: ``base`` with ``override`` merged in, mappings merged key by key."""
+    out = copy.deepcopy(dict(base))
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def read_dotenv(home: Path) -> dict[str, str]:
+    """The variables set in ``<home>/.env`` (empty when there is none)."""
+    path = home / ".env"
+    if not path.is_file():
+        return {}
+    try:
+        values = dotenv_values(path)
+    except (OSError, UnicodeDecodeError):
+        return {}
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def section(config: Mapping[str, Any], *keys: str) -> Any:
+    """``config[k1][k2]...`` or ``None`` when any level is missing or not a mapping."""
+    node: Any = config
+    for key in keys:
+        if not isinstance(node, Mapping):
+            return None
+        node = node.get(key)
+    return node

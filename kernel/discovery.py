@@ -1,0 +1,180 @@
+"""Finding plugins: directories and entry points, read without importing plugin code."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from .manifest import Manifest, ManifestError, find_manifest, load_manifest
+
+# One level of category folders: <root>/<category>/<name>/ has key "<category>/<name>".
+CATEGORIES = ("model-providers", "platforms", "memory", "context_engine", "image_gen")
+
+ENTRY_POINT_GROUP = "hermes_agent.plugins"
+
+SOURCES = ("bundled", "user", "project", "entrypoint")
+
+
+@dataclass
+class Candidate:
+    """A plugin found by discovery, before anything of it is imported."""
+
+    key: str
+    source: str
+    path: Path | None = None
+    manifest: Manifest | None = None
+    error: str | None = None
+    entry_point: metadata.EntryPoint | None = None
+    version: str = ""
+    description: str = ""
+    overrides: list[str] = field(default_factory=list)
+
+    @property
+    def where(self) -> str:
+        if self.path is not None:
+            return str(self.path)
+        if self.entry_point is not None:
+            return f"entry point {self.entry_point.name} = {self.entry_point.value}"
+        return self.key
+
+
+def bundled_root() -> Path:
+    """The bundled ``extensions/``: ``$HERMES_BUNDLED_PLUGINS``, the wheel's copy, or the checkout's."""
+    env = os.environ.get("HERMES_BUNDLED_PLUGINS", "").strip()
+    if env:
+        return Path(env).expanduser()
+    package = Path(__file__).resolve().parent
+    installed = package / "_extensions"
+    if installed.is_dir():
+        return installed
+    return package.parent / "extensions"
+
+
+def scan_root(root: Path, source: str, log: Any) -> list[Candidate]:
+    """Plugin directories under ``root``: flat ones and one level of categories."""
+    if not root.is_dir():
+        log.debug("source_missing", source=source, root=str(root))
+        return []
+    found: list[Candidate] = []
+    for child in _subdirs(root, log):
+        manifest_file = find_manifest(child)
+        if manifest_file is not None:
+            found.append(_candidate(child, manifest_file, source, category=None))
+        elif child.name in CATEGORIES:
+            for grandchild in _subdirs(child, log):
+                grand_manifest = find_manifest(grandchild)
+                if grand_manifest is not None or (grandchild / "__init__.py").is_file():
+                    found.append(_candidate(grandchild, grand_manifest, source, category=child.name))
+                else:
+                    log.debug(
+                        "skip",
+                        path=str(grandchild),
+                        reason="no plugin.yaml or __init__.py (depth cap reached)",
+                    )
+        elif (child / "__init__.py").is_file():
+            found.append(_candidate(child, None, source, category=None))
+        else:
+            log.debug("skip", path=str(child), reason="no plugin.yaml or __init__.py")
+    log.debug("source_scanned", source=source, root=str(root), plugins=len(found))
+    return found
+
+
+def scan_entry_points(log: Any, group: str = ENTRY_POINT_GROUP) -> list[Candidate]:
+    """Plugins advertised by installed distributions in ``group``."""
+    found: dict[str, Candidate] = {}
+    try:
+        eps = sorted(metadata.entry_points(group=group), key=lambda ep: ep.name)
+    except Exception as exc:  # a broken distribution must not stop discovery
+        log.debug("entry_points_failed", group=group, error=str(exc))
+        return []
+    for ep in eps:
+        dist = getattr(ep, "dist", None)
+        version, description = "", ""
+        if dist is not None:
+            version = dist.version or ""
+            description = (dist.metadata.get("Summary") or "") if dist.metadata else ""
+        if ep.name in found:
+            log.debug(
+                "skip", entry_point=f"{ep.name} = {ep.value}", reason="duplicate entry point name; first kept"
+            )
+            continue
+        found[ep.name] = Candidate(
+            key=ep.name, source="entrypoint", entry_point=ep, version=version, description=description
+        )
+    log.debug("source_scanned", source="entrypoint", group=group, plugins=len(found))
+    return list(found.values())
+
+
+def merge_sources(groups: list[list[Candidate]], log: Any) -> tuple[dict[str, Candidate], list[Candidate]]:
+    """Later groups override earlier ones on the same key.
+
+    Returns the winners by key, and the candidates refused because another
+    plugin of the same source already has their key (kept so that they can be
+    listed with the reason, never silently dropped).
+    """
+    merged: dict[str, Candidate] = {}
+    refused: list[Candidate] = []
+    for group in groups:
+        for cand in group:
+            previous = merged.get(cand.key)
+            if previous is not None:
+                if previous.source == cand.source:
+                    cand.error = (
+                        f"plugin name '{cand.key}' is already used by {previous.where}; "
+                        "rename one of them (manifest 'name')"
+                    )
+                    log.warning("plugin_duplicate", key=cand.key, path=cand.where, first=previous.where)
+                    refused.append(cand)
+                    continue
+                cand.overrides = [*previous.overrides, f"{previous.source}: {previous.where}"]
+                log.debug("override", key=cand.key, winner=cand.where, loser=previous.where)
+            merged[cand.key] = cand
+    return merged, refused
+
+
+def _candidate(directory: Path, manifest_file: Path | None, source: str, category: str | None) -> Candidate:
+    default = directory.name
+    manifest: Manifest | None = None
+    error: str | None = None
+    if manifest_file is None:
+        manifest = Manifest(name=default, path=None)
+    else:
+        try:
+            manifest = load_manifest(manifest_file, default)
+        except ManifestError as exc:
+            error = f"invalid manifest: {exc}"
+    if category is not None:
+        key = f"{category}/{directory.name}"
+    else:
+        key = manifest.name if manifest is not None else default
+    return Candidate(
+        key=key,
+        source=source,
+        path=directory,
+        manifest=manifest,
+        error=error,
+        version=manifest.version if manifest else "",
+        description=manifest.description if manifest else "",
+    )
+
+
+def _subdirs(root: Path, log: Any) -> list[Path]:
+    try:
+        children = sorted(root.iterdir(), key=lambda p: p.name)
+    except OSError as exc:
+        log.warning("plugin_dir_unreadable", path=str(root), error=str(exc))
+        return []
+    out = []
+    for child in children:
+        name = child.name
+        if name.startswith((".", "__")):
+            continue
+        try:
+            if child.is_dir():
+                out.append(child)
+        except OSError as exc:
+            log.warning("plugin_dir_unreadable", path=str(child), error=str(exc))
+    return out

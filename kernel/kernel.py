@@ -1,0 +1,679 @@
+"""The ``Kernel``: one instance owns plugins, hooks, tools and slots."""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import os
+import re
+import sys
+import threading
+import types
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pluggy
+
+from . import hookspecs
+from .config import load_config, read_dotenv, resolve_home, section, truthy
+from .context import PluginContext
+from .discovery import Candidate, bundled_root, merge_sources, scan_entry_points, scan_root
+from .hooks import (
+    NORMAL,
+    PROPAGATE,
+    TRY_FIRST,
+    TRY_LAST,
+    Callback,
+    HookDispatcher,
+    adapt_pluggy_impl,
+    plugin_order,
+)
+from .log import KernelLogging
+from .manifest import Manifest
+from .markers import PROJECT_NAME
+from .slots import SlotError, SlotRegistry
+from .tools import ToolRegistry
+
+
+class PluginError(Exception):
+    """A plugin that an explicit :meth:`Kernel.register` call could not add."""
+
+
+@dataclass(frozen=True)
+class PluginInfo:
+    """What the kernel knows of one plugin (plain data, safe to serialise)."""
+
+    name: str
+    version: str
+    kind: str
+    source: str
+    path: str | None
+    enabled: bool
+    error: str | None
+    tools: list[str]
+    hooks: list[str]
+    commands: list[str]
+    disabled_hooks: list[str]
+    description: str = ""
+    warnings: list[str] = field(default_factory=list)
+    hook_errors: dict[str, str] = field(default_factory=dict)
+    overrides: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(eq=False)
+class _Record:
+    """The kernel's mutable state for one plugin."""
+
+    name: str
+    source: str
+    path: Path | None = None
+    manifest: Manifest | None = None
+    version: str = ""
+    kind: str = "standalone"
+    description: str = ""
+    enabled: bool = False
+    error: str | None = None
+    tools: list[str] = field(default_factory=list)
+    commands: list[str] = field(default_factory=list)
+    callbacks: list[Callback] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    overrides: list[str] = field(default_factory=list)
+    module_name: str | None = None
+    native: Any = None
+
+    @property
+    def slug(self) -> str:
+        slug = re.sub(r"\W", "_", self.name.replace("/", "__").replace("-", "_"))
+        return f"_{slug}" if slug[:1].isdigit() else slug
+
+    @classmethod
+    def from_candidate(cls, cand: Candidate) -> _Record:
+        manifest = cand.manifest
+        return cls(
+            name=cand.key,
+            source=cand.source,
+            path=cand.path,
+            manifest=manifest,
+            version=cand.version,
+            kind=manifest.kind if manifest else "standalone",
+            description=cand.description,
+            error=cand.error,
+            overrides=list(cand.overrides),
+            warnings=list(manifest.warnings) if manifest else [],
+        )
+
+    def info(self) -> PluginInfo:
+        hooks = list(dict.fromkeys(cb.hook for cb in self.callbacks))
+        hook_errors: dict[str, str] = {}
+        for cb in self.callbacks:
+            if cb.error is not None:
+                hook_errors.setdefault(cb.hook, cb.error)
+        return PluginInfo(
+            name=self.name,
+            version=self.version,
+            kind=self.kind,
+            source=self.source,
+            path=str(self.path) if self.path is not None else None,
+            enabled=self.enabled,
+            error=self.error,
+            tools=list(self.tools),
+            hooks=hooks,
+            commands=list(self.commands),
+            disabled_hooks=list(hook_errors),
+            description=self.description,
+            warnings=list(self.warnings),
+            hook_errors=hook_errors,
+            overrides=list(self.overrides),
+        )
+
+
+class _KernelPluginManager(pluggy.PluginManager):
+    """pluggy's manager, telling the kernel about every plugin added or removed.
+
+    Registering directly on ``k.pm`` is therefore the same as ``k.register``.
+    """
+
+    def __init__(self, kernel: Kernel) -> None:
+        super().__init__(PROJECT_NAME)
+        self._kernel = kernel
+
+    def register(self, plugin: object, name: str | None = None) -> str | None:
+        registered = super().register(plugin, name)
+        if registered is not None:
+            self._kernel._adopt_native(plugin, registered)
+        return registered
+
+    def unregister(self, plugin: object | None = None, name: str | None = None) -> Any:
+        removed = super().unregister(plugin, name)
+        if removed is not None:
+            self._kernel._forget_native(removed)
+        return removed
+
+
+class Kernel:
+    """A plugin kernel for one agent.
+
+    ``Kernel(home=None, config=None)`` then :meth:`load`, use, :meth:`shutdown`.
+    ``home`` defaults to ``$HERMES_HOME``, else ``~/.hermes``; ``config`` is a
+    mapping deep-merged over ``<home>/config.yaml``.  Nothing is imported or
+    fired at construction time.
+    """
+
+    _namespaces_in_use: ClassVar[set[str]] = set()
+    _namespace_lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(
+        self,
+        home: str | os.PathLike[str] | None = None,
+        config: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.home: Path = resolve_home(home)
+        self.config, self.problems = load_config(self.home, config)
+        self.debug = truthy(os.environ.get("HERMES_PLUGINS_DEBUG"))
+        self._namespace = self._claim_namespace()
+        self._logging = KernelLogging(self.home, self.debug, self._namespace)
+        self.log = self._logging.logger
+        for problem in self.problems:
+            self.log.warning("config_problem", detail=problem)
+
+        self._hooks = HookDispatcher(self._on_hook_failure)
+        self._chains = self._hooks.chains
+        self.tools = ToolRegistry(self)
+        self.slots = SlotRegistry()
+        self.pm = _KernelPluginManager(self)
+        self.pm.add_hookspecs(hookspecs)
+        self.hook_names: list[str] = sorted(
+            name for name in vars(hookspecs) if self.pm.parse_hookspec_opts(hookspecs, name)
+        )
+        self._records: dict[str, _Record] = {}
+        self._refused: list[_Record] = []
+        self._lock = threading.RLock()
+        self._loaded = False
+        self._closed = False
+
+    # -- lifecycle -------------------------------------------------------------
+
+    def load(self) -> list[PluginInfo]:
+        """Discover and register every plugin; idempotent; never raises for a bad plugin."""
+        with self._lock:
+            if self._loaded or self._closed:
+                return self.plugins
+            self._loaded = True
+            for key, value in read_dotenv(self.home).items():
+                os.environ.setdefault(key, value)
+            disabled = self._disabled_names()
+            groups = [
+                scan_root(bundled_root(), "bundled", self.log),
+                scan_root(self.home / "plugins", "user", self.log),
+            ]
+            if truthy(os.environ.get("HERMES_ENABLE_PROJECT_PLUGINS")):
+                groups.append(scan_root(Path.cwd() / ".hermes" / "plugins", "project", self.log))
+            else:
+                self.log.debug(
+                    "source_skipped", source="project", reason="HERMES_ENABLE_PROJECT_PLUGINS not set"
+                )
+            groups.append(scan_entry_points(self.log))
+            merged, refused = merge_sources(groups, self.log)
+            self._refused.extend(_Record.from_candidate(c) for c in refused)
+            for key in sorted(merged, key=plugin_order):
+                self._load_candidate(merged[key], disabled)
+            self._fire_slots(None)
+            enabled = sum(1 for r in self._records.values() if r.enabled)
+            self.log.info("plugin_discovery_complete", found=len(self._records), enabled=enabled)
+        return self.plugins
+
+    def shutdown(self) -> None:
+        """Unregister everything and release the kernel's resources; idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            for name in list(self._records):
+                self._drop(name)
+            self._hooks.close()
+            self._logging.close()
+            self._release_namespace()
+
+    def __enter__(self) -> Kernel:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    # -- plugins -----------------------------------------------------------------
+
+    @property
+    def plugins(self) -> list[PluginInfo]:
+        """Every known plugin (loaded, disabled or failed), in call order."""
+        with self._lock:
+            records = sorted(self._records.values(), key=lambda r: plugin_order(r.name))
+            return [r.info() for r in records + self._refused]
+
+    def plugin(self, name: str) -> PluginInfo:
+        """The :class:`PluginInfo` of plugin ``name``; ``KeyError`` when unknown."""
+        with self._lock:
+            record = self._records.get(name)
+            if record is None:
+                raise KeyError(f"no plugin named '{name}'")
+            return record.info()
+
+    def register(self, obj: object, name: str | None = None) -> PluginInfo:
+        """Add a plugin at run time: a module or object of ``@hookimpl`` functions,
+        and/or one with a Hermes-style ``register(ctx)``.
+
+        It takes its place in the alphabetical call order at once.  Raises
+        :class:`PluginError` (naming the plugin and the cause) when it cannot be
+        added; the kernel is then unchanged.
+        """
+        name = name or self.pm.get_canonical_name(obj)
+        with self._lock:
+            if name in self._records:
+                raise PluginError(f"a plugin named '{name}' is already registered; choose another name")
+            file = getattr(obj, "__file__", None)
+            record = _Record(name=name, source="runtime", path=Path(file).parent if file else None)
+            self._records[name] = record
+            error = self._activate(record, lambda: obj)
+            if error is not None:
+                del self._records[name]
+                raise PluginError(f"plugin '{name}': {error}")
+            self._fire_slots(name)
+            return record.info()
+
+    def unregister(self, name: str) -> None:
+        """Remove plugin ``name`` with everything it registered."""
+        with self._lock:
+            if name not in self._records:
+                raise KeyError(f"no plugin named '{name}'")
+            self._drop(name)
+
+    # -- hooks -------------------------------------------------------------------
+
+    def invoke_hook(self, hook_name: str, /, **kwargs: Any) -> list[Any]:
+        """Call every live callback of ``hook_name`` in plugin order; return the non-None results.
+
+        A failing callback is logged and disabled; the others still run.
+        Async callbacks are run to completion.
+        """
+        chain = self._chains.get(hook_name)
+        if chain is None:
+            return []
+        if chain.has_async:
+            return [r for _, r in self._hooks.invoke_pairs(hook_name, kwargs)]
+        results = []
+        for call in chain.calls:
+            try:
+                result = call(**kwargs)
+            except BaseException as exc:
+                self._hooks.failed(chain, call, exc)
+                continue
+            if result is not None:
+                if type(result) is types.CoroutineType:
+                    result = self._hooks.run_sync(result)
+                    if result is None:
+                        continue
+                results.append(result)
+        return results
+
+    async def ainvoke_hook(self, hook_name: str, /, **kwargs: Any) -> list[Any]:
+        """As :meth:`invoke_hook`, awaiting async callbacks on the caller's event loop."""
+        return [r for _, r in await self._hooks.ainvoke_pairs(hook_name, kwargs)]
+
+    def pre_llm_context(self, **kwargs: Any) -> str:
+        """Fire ``pre_llm_call`` and merge the context pieces with blank lines, in plugin order."""
+        return merge_context(self.invoke_hook("pre_llm_call", **kwargs))
+
+    async def apre_llm_context(self, **kwargs: Any) -> str:
+        """As :meth:`pre_llm_context`, awaiting async callbacks on the caller's loop."""
+        return merge_context(await self.ainvoke_hook("pre_llm_call", **kwargs))
+
+    def hook_callbacks(self, hook_name: str) -> list[Callback]:
+        """The callbacks of ``hook_name`` (disabled ones too), in call order."""
+        return self._hooks.callbacks(hook_name)
+
+    # -- internals: loading ------------------------------------------------------
+
+    def _disabled_names(self) -> set[str]:
+        value = section(self.config, "plugins", "disabled")
+        if value is None:
+            return set()
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            problem = "config.yaml: 'plugins.disabled' must be a list of plugin names; ignored"
+            self.problems.append(problem)
+            self.log.warning("config_problem", detail=problem)
+            return set()
+        return set(value)
+
+    def _load_candidate(self, cand: Candidate, disabled: set[str]) -> None:
+        record = _Record.from_candidate(cand)
+        self._records[record.name] = record
+        manifest = record.manifest
+        self.log.debug(
+            "plugin_found",
+            key=record.name,
+            name=manifest.name if manifest else record.name,
+            kind=record.kind,
+            source=record.source,
+            path=cand.where,
+        )
+        for warning in record.warnings:
+            self.log.warning("manifest_warning", plugin=record.name, detail=warning)
+        if manifest is not None and manifest.extra:
+            self.log.debug("manifest_unknown_fields", plugin=record.name, fields=sorted(manifest.extra))
+        if record.error is not None:
+            self.log.warning("plugin_invalid", plugin=record.name, error=record.error)
+            return
+        if record.name in disabled or (manifest is not None and manifest.name in disabled):
+            record.error = "disabled via config (plugins.disabled)"
+            self.log.debug("skip", plugin=record.name, reason=record.error)
+            return
+        if manifest is not None:
+            missing = [v.name for v in manifest.requires_env if not os.environ.get(v.name)]
+            if missing:
+                record.error = f"Plugin {record.name} disabled (missing: {', '.join(missing)})"
+                self.log.warning("plugin_missing_env", plugin=record.name, missing=missing)
+                return
+        if cand.entry_point is not None:
+            entry_point = cand.entry_point
+            self._activate(record, entry_point.load)
+        else:
+            self._activate(record, lambda: self._import_directory(record))
+
+    def _activate(self, record: _Record, load_target: Any) -> str | None:
+        """Import and register one plugin; on any failure roll back and return the error."""
+        ctx = PluginContext(self, record)
+        phase = "import"
+        try:
+            target = load_target()
+            phase = "register"
+            self._register_target(record, target, ctx)
+        except BaseException as exc:
+            if isinstance(exc, PROPAGATE):
+                raise
+            ctx._rollback()
+            self._undo_native(record)
+            if record.module_name:
+                _evict_modules(record.module_name)
+            record.error = _load_error(phase, exc)
+            record.enabled = False
+            self.log.warning(
+                "plugin_load_failed", plugin=record.name, error=record.error, exc_info=self.debug or None
+            )
+            return record.error
+        record.enabled = True
+        record.error = None
+        self._check_declarations(record)
+        self.log.debug(
+            "plugin_registered",
+            plugin=record.name,
+            tools=len(record.tools),
+            hooks=len(record.callbacks),
+            commands=len(record.commands),
+        )
+        return None
+
+    def _register_target(self, record: _Record, target: Any, ctx: PluginContext) -> None:
+        if inspect.isfunction(target) or inspect.ismethod(target):
+            register, native = target, False
+        else:
+            register = getattr(target, "register", None)
+            register = register if callable(register) else None
+            native = self._has_hookimpls(target)
+        if register is None and not native:
+            if record.kind == "model-provider":
+                self.log.debug("plugin_self_registered", plugin=record.name)
+                return
+            where = record.path / "__init__.py" if record.path else repr(target)
+            raise PluginError(f"no register(ctx) function and no @hookimpl functions in {where}")
+        if register is not None:
+            _call_register(register, ctx, self._hooks.run_sync)
+        if native:
+            self.pm.register(target, name=record.name)
+
+    def _has_hookimpls(self, obj: Any) -> bool:
+        for attr in dir(obj):
+            try:
+                if self.pm.parse_hookimpl_opts(obj, attr) is not None:
+                    return True
+            except Exception:  # noqa: S112 - an attribute that cannot be read is not a hookimpl
+                continue
+        return False
+
+    def _import_directory(self, record: _Record) -> types.ModuleType:
+        assert record.path is not None
+        init = record.path / "__init__.py"
+        if not init.is_file():
+            raise PluginError(f"no __init__.py in {record.path}")
+        namespace = self._ensure_namespace_module()
+        module_name = f"{self._namespace}.{record.slug}"
+        spec = importlib.util.spec_from_file_location(
+            module_name, init, submodule_search_locations=[str(record.path)]
+        )
+        if spec is None or spec.loader is None:
+            raise PluginError(f"cannot import {init}")
+        module = importlib.util.module_from_spec(spec)
+        record.module_name = module_name
+        sys.modules[module_name] = module
+        spec.loader.exec_module(module)
+        setattr(namespace, record.slug, module)
+        return module
+
+    def _check_declarations(self, record: _Record) -> None:
+        manifest = record.manifest
+        if manifest is None or manifest.path is None:
+            return
+        undeclared_tools = [t for t in record.tools if t not in manifest.provides_tools]
+        if undeclared_tools:
+            record.warnings.append(
+                f"registers tool(s) not in provides_tools of {manifest.path}: {', '.join(undeclared_tools)}"
+            )
+        hooks = dict.fromkeys(cb.hook for cb in record.callbacks)
+        undeclared_hooks = [h for h in hooks if h not in manifest.provides_hooks]
+        if undeclared_hooks:
+            record.warnings.append(
+                f"registers hook(s) not in provides_hooks of {manifest.path}: {', '.join(undeclared_hooks)}"
+            )
+        if undeclared_tools or undeclared_hooks:
+            self.log.warning(
+                "manifest_drift", plugin=record.name, tools=undeclared_tools, hooks=undeclared_hooks
+            )
+
+    def _fire_slots(self, only: str | None) -> None:
+        for hook, slot in hookspecs.SLOT_HOOKS.items():
+            chain = self._hooks.chain(hook)
+            for call, cb in zip(chain.calls, chain.callbacks, strict=True):
+                if only is not None and cb.plugin != only:
+                    continue
+                try:
+                    result = call(register=self._slot_register(slot, cb.plugin))
+                    if inspect.isawaitable(result):
+                        self._hooks.run_sync(result)
+                except BaseException as exc:
+                    self._hooks.failed(chain, call, exc)
+
+    def _slot_register(self, slot: str, plugin: str) -> Any:
+        def register(provider: Any) -> None:
+            try:
+                self.slots.add(slot, provider, plugin)
+            except SlotError as exc:
+                record = self._records.get(plugin)
+                if record is not None:
+                    record.warnings.append(str(exc))
+                self.log.error("slot_conflict", slot=slot, plugin=plugin, error=str(exc))
+
+        return register
+
+    # -- internals: pluggy-native plugins ------------------------------------
+
+    def _adopt_native(self, obj: Any, name: str) -> None:
+        with self._lock:
+            record = self._records.get(name)
+            if record is None:
+                file = getattr(obj, "__file__", None)
+                record = _Record(
+                    name=name, source="pluggy", path=Path(file).parent if file else None, enabled=True
+                )
+                self._records[name] = record
+            record.native = obj
+            for caller in self.pm.get_hookcallers(obj) or []:
+                for impl in caller.get_hookimpls():
+                    if impl.plugin is not obj:
+                        continue
+                    if impl.hookwrapper or impl.wrapper:
+                        record.warnings.append(
+                            f"hook '{caller.name}': pluggy wrappers are not called by the kernel; skipped"
+                        )
+                        continue
+                    if caller.name not in self.hook_names:
+                        record.warnings.append(f"hook '{caller.name}' is not defined by the kernel (kept)")
+                    tier = TRY_FIRST if impl.tryfirst else TRY_LAST if impl.trylast else NORMAL
+                    cb = self._hooks.add(
+                        name,
+                        caller.name,
+                        impl.function,
+                        adapt_pluggy_impl(impl.function, impl.argnames),
+                        tier=tier,
+                        native=True,
+                    )
+                    record.callbacks.append(cb)
+            if record.source == "pluggy":
+                self._fire_slots(name)
+
+    def _forget_native(self, obj: Any) -> None:
+        with self._lock:
+            for record in self._records.values():
+                if record.native is obj:
+                    for cb in [c for c in record.callbacks if c.native]:
+                        self._hooks.remove(cb)
+                        record.callbacks.remove(cb)
+                    record.native = None
+                    if record.source == "pluggy":
+                        self._drop(record.name)
+                    return
+
+    def _undo_native(self, record: _Record) -> None:
+        if record.native is not None and self.pm.is_registered(record.native):
+            self.pm.unregister(record.native)
+
+    def _drop(self, name: str) -> None:
+        record = self._records.pop(name, None)
+        if record is None:
+            return
+        if record.native is not None and self.pm.is_registered(record.native):
+            pluggy.PluginManager.unregister(self.pm, record.native)
+        self._hooks.remove_plugin(name)
+        for tool in record.tools:
+            self.tools.unregister(tool)
+        self.slots.remove_plugin(name)
+        if record.module_name:
+            _evict_modules(record.module_name)
+
+    # -- internals: failures and gates -----------------------------------------
+
+    def _on_hook_failure(self, cb: Callback, exc: BaseException) -> None:
+        self.log.warning(
+            "hook_failed",
+            plugin=cb.plugin,
+            hook=cb.hook,
+            callback=cb.label,
+            error=cb.error,
+            action="callback disabled for the life of this kernel",
+            exc_info=exc if self.debug else None,
+        )
+
+    def _gate_tool_call(self, **kwargs: Any) -> str | None:
+        """Fire ``pre_tool_call``; return the block message, or ``None`` to proceed."""
+        failures: list[Callback] = []
+        pairs = self._hooks.invoke_pairs("pre_tool_call", kwargs, failures)
+        if failures:
+            cb = failures[0]
+            return (
+                f"tool call blocked: the pre_tool_call hook of plugin '{cb.plugin}' failed ({cb.error}); "
+                "that hook is now disabled"
+            )
+        for cb, decision in pairs:
+            message = _block_message(decision)
+            if message is not None:
+                return message or f"tool call blocked by plugin '{cb.plugin}'"
+        return None
+
+    # -- internals: module namespace ---------------------------------------------
+
+    def _claim_namespace(self) -> str:
+        with self._namespace_lock:
+            base, n = "hermes_plugins", 1
+            name = base
+            while name in self._namespaces_in_use:
+                n += 1
+                name = f"{base}_{n}"
+            self._namespaces_in_use.add(name)
+            return name
+
+    def _release_namespace(self) -> None:
+        with self._namespace_lock:
+            self._namespaces_in_use.discard(self._namespace)
+        sys.modules.pop(self._namespace, None)
+
+    def _ensure_namespace_module(self) -> types.ModuleType:
+        module = sys.modules.get(self._namespace)
+        if module is None:
+            module = types.ModuleType(self._namespace, "Directory plugins loaded by hermes-kernel.")
+            module.__path__ = []
+            sys.modules[self._namespace] = module
+        return module
+
+
+def merge_context(results: list[Any]) -> str:
+    """Join ``pre_llm_call`` results: non-blank strings and ``{"context": ...}`` values."""
+    pieces = []
+    for result in results:
+        if isinstance(result, dict):
+            result = result.get("context")
+            if result is not None and not isinstance(result, str):
+                result = str(result)
+        if isinstance(result, str) and result.strip():
+            pieces.append(result)
+    return "\n\n".join(pieces)
+
+
+def _block_message(decision: Any) -> str | None:
+    if not isinstance(decision, dict):
+        return None
+    if decision.get("action") == "block":
+        return str(decision.get("message") or "")
+    if decision.get("decision") == "block":
+        return str(decision.get("reason") or decision.get("message") or "")
+    return None
+
+
+def _call_register(register: Any, ctx: PluginContext, run_sync: Any) -> None:
+    try:
+        takes_args = bool(inspect.signature(register).parameters)
+    except (TypeError, ValueError):
+        takes_args = True
+    result = register(ctx) if takes_args else register()
+    if inspect.isawaitable(result):
+        run_sync(result)
+
+
+def _load_error(phase: str, exc: BaseException) -> str:
+    if isinstance(exc, SystemExit):
+        detail = f"SystemExit({exc.code!r})"
+    elif isinstance(exc, SyntaxError):
+        detail = f"SyntaxError: {exc.msg} ({exc.filename}, line {exc.lineno})"
+    else:
+        text = str(exc).strip()
+        detail = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    if phase == "import":
+        return f"import failed: {detail}"
+    return f"register() failed: {detail}"
+
+
+def _evict_modules(module_name: str) -> None:
+    prefix = module_name + "."
+    for name in [n for n in sys.modules if n == module_name or n.startswith(prefix)]:
+        sys.modules.pop(name, None)

@@ -1,0 +1,98 @@
+"""Logging: structlog loggers over per-kernel stdlib handlers.
+
+The kernel never calls ``structlog.configure`` (that would take over an
+embedder's logging).  Each kernel wraps its own stdlib loggers with structlog
+processors and attaches two handlers, rendered by structlog's
+``ProcessorFormatter`` so that plugins using stdlib ``logging`` render the
+same way:
+
+* ``<home>/logs/agent.log``: WARNING and up, DEBUG when
+  ``HERMES_PLUGINS_DEBUG`` is set; created on the first record.
+* stderr, only with ``HERMES_PLUGINS_DEBUG``: DEBUG and up.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+_SECRET_KEY = re.compile(r"(api[_-]?key|token|secret|password|passwd|authorization|credential)", re.I)
+_REDACTED = "***"
+_counter = itertools.count(1)
+
+
+def redact_secrets(_logger: Any, _method: str, event: dict[str, Any]) -> dict[str, Any]:
+    """Replace the values of secret-looking keys so that they never reach a log."""
+    for key in event:
+        if _SECRET_KEY.search(key):
+            event[key] = _REDACTED
+    return event
+
+
+_PRE_CHAIN: list[Any] = [
+    structlog.stdlib.add_log_level,
+    structlog.stdlib.add_logger_name,
+    structlog.processors.TimeStamper(fmt="iso", utc=True),
+]
+
+
+class _LazyFileHandler(logging.FileHandler):
+    """A file handler that creates its directory with the first record."""
+
+    def _open(self):  # type: ignore[no-untyped-def]
+        Path(self.baseFilename).parent.mkdir(parents=True, exist_ok=True)
+        return super()._open()
+
+
+class KernelLogging:
+    """The loggers and handlers of one kernel; :meth:`close` detaches them."""
+
+    def __init__(self, home: Path, debug: bool, plugin_namespace: str) -> None:
+        self.debug = debug
+        self.log_file = home / "logs" / "agent.log"
+        self.stdlib = logging.getLogger(f"hermes_kernel.k{next(_counter)}")
+        self.plugin_logger = logging.getLogger(plugin_namespace)
+        formatter = structlog.stdlib.ProcessorFormatter(
+            processors=[
+                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                redact_secrets,
+                structlog.dev.ConsoleRenderer(colors=False, pad_event_to=0),
+            ],
+            foreign_pre_chain=_PRE_CHAIN,
+        )
+        file_handler = _LazyFileHandler(self.log_file, delay=True, encoding="utf-8")
+        file_handler.setLevel(logging.DEBUG if debug else logging.WARNING)
+        file_handler.setFormatter(formatter)
+        self._handlers: list[logging.Handler] = [file_handler]
+        if debug:
+            stderr_handler = logging.StreamHandler(sys.stderr)
+            stderr_handler.setLevel(logging.DEBUG)
+            stderr_handler.setFormatter(formatter)
+            self._handlers.append(stderr_handler)
+        for target in (self.stdlib, self.plugin_logger):
+            for handler in self._handlers:
+                target.addHandler(handler)
+            target.setLevel(logging.DEBUG if debug else logging.WARNING)
+        self.logger = structlog.wrap_logger(
+            self.stdlib,
+            processors=[
+                structlog.stdlib.filter_by_level,
+                *_PRE_CHAIN,
+                structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
+            ],
+            wrapper_class=structlog.stdlib.BoundLogger,
+        )
+
+    def close(self) -> None:
+        """Detach and close this kernel's handlers."""
+        for target in (self.stdlib, self.plugin_logger):
+            for handler in self._handlers:
+                target.removeHandler(handler)
+        for handler in self._handlers:
+            handler.close()

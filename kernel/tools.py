@@ -1,0 +1,355 @@
+"""The tool registry and the tool-call pipeline (``k.tools``)."""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import inspect
+import json
+import os
+import re
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .hooks import PROPAGATE, adapt_hermes_callback
+
+if TYPE_CHECKING:
+    from .kernel import Kernel
+
+TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+# Context keys every tool hook receives (None when the caller has none).
+HOOK_CONTEXT_KEYS = ("task_id", "session_id", "tool_call_id", "turn_id", "api_request_id")
+
+
+class ToolRegistrationError(ValueError):
+    """A tool that cannot be registered: bad name, bad schema or bad handler."""
+
+
+@dataclass
+class Tool:
+    """A registered tool.  ``schema`` is the bare OpenAI function schema."""
+
+    name: str
+    toolset: str
+    schema: dict[str, Any]
+    handler: Callable[..., Any]
+    plugin: str
+    check_fn: Callable[[], Any] | None = None
+    requires_env: tuple[str, ...] = ()
+    is_async: bool = False
+    description: str = ""
+    emoji: str = ""
+    call: Callable[..., Any] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.call = adapt_hermes_callback(self.handler)
+
+
+def normalize_schema(name: str, schema: Any) -> tuple[dict[str, Any], list[str]]:
+    """Validate an OpenAI function schema (bare or wrapped); return the bare form and warnings."""
+    warnings: list[str] = []
+    if not isinstance(schema, dict):
+        raise ToolRegistrationError(f"tool '{name}': schema must be a dict, not {type(schema).__name__}")
+    if schema.get("type") == "function" and "function" in schema:
+        schema = schema["function"]
+        if not isinstance(schema, dict):
+            raise ToolRegistrationError(f"tool '{name}': schema['function'] must be a dict")
+    bare = copy.deepcopy(schema)
+    declared = bare.get("name")
+    if declared is None:
+        bare["name"] = name
+    elif declared != name:
+        warnings.append(f"tool '{name}': schema name '{declared}' differs; the model will see '{name}'")
+        bare["name"] = name
+    description = bare.get("description", "")
+    if not isinstance(description, str):
+        raise ToolRegistrationError(f"tool '{name}': schema 'description' must be a string")
+    params = bare.setdefault("parameters", {"type": "object", "properties": {}})
+    if not isinstance(params, dict):
+        raise ToolRegistrationError(
+            f"tool '{name}': schema 'parameters' must be a JSON Schema object (a dict)"
+        )
+    if params.get("type", "object") != "object":
+        raise ToolRegistrationError(
+            f"tool '{name}': schema 'parameters' must have type 'object', not {params.get('type')!r}"
+        )
+    params.setdefault("type", "object")
+    properties = params.get("properties", {})
+    if not isinstance(properties, dict):
+        raise ToolRegistrationError(f"tool '{name}': 'parameters.properties' must be a mapping")
+    required = params.get("required", [])
+    if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
+        raise ToolRegistrationError(f"tool '{name}': 'parameters.required' must be a list of names")
+    missing = [r for r in required if r not in properties]
+    if missing:
+        raise ToolRegistrationError(
+            f"tool '{name}': 'parameters.required' names undefined properties: {', '.join(missing)}"
+        )
+    _check_json_schema(name, params)
+    return bare, warnings
+
+
+def _check_json_schema(name: str, params: dict[str, Any]) -> None:
+    from jsonschema import SchemaError, validators  # imported on first tool registration
+
+    try:
+        validators.validator_for(params).check_schema(params)
+    except SchemaError as exc:
+        where = "/".join(str(p) for p in exc.path) or "(top)"
+        raise ToolRegistrationError(
+            f"tool '{name}': 'parameters' is not a valid JSON Schema at {where}: {exc.message}"
+        ) from None
+
+
+def error_json(message: str, **extra: Any) -> str:
+    return json.dumps({"error": message, **extra}, ensure_ascii=False, default=str)
+
+
+class ToolRegistry:
+    """Every tool of one kernel, and the pipeline that runs them."""
+
+    def __init__(self, kernel: Kernel) -> None:
+        self._kernel = kernel
+        self._tools: dict[str, Tool] = {}
+        self._lock = threading.RLock()
+        self._check_warned: set[str] = set()
+
+    # -- registry ----------------------------------------------------------
+
+    def register(
+        self,
+        name: str,
+        toolset: str,
+        schema: Any,
+        handler: Callable[..., Any],
+        *,
+        plugin: str,
+        check_fn: Callable[[], Any] | None = None,
+        requires_env: Iterable[str] | None = None,
+        is_async: bool = False,
+        description: str = "",
+        emoji: str = "",
+    ) -> tuple[Tool, list[str]]:
+        """Validate and add a tool; raise :class:`ToolRegistrationError` when it cannot be."""
+        if not isinstance(name, str) or not TOOL_NAME.match(name):
+            raise ToolRegistrationError(
+                f"tool name {name!r} is invalid: use 1-64 letters, digits, '_' or '-'"
+            )
+        if not callable(handler):
+            raise ToolRegistrationError(f"tool '{name}': handler must be callable")
+        if check_fn is not None and not callable(check_fn):
+            raise ToolRegistrationError(f"tool '{name}': check_fn must be callable or None")
+        envs = _env_names(name, requires_env)
+        bare, warnings = normalize_schema(name, schema)
+        with self._lock:
+            existing = self._tools.get(name)
+            if existing is not None:
+                raise ToolConflict(name, existing.plugin, plugin)
+            tool = Tool(
+                name=name,
+                toolset=str(toolset or plugin),
+                schema=bare,
+                handler=handler,
+                plugin=plugin,
+                check_fn=check_fn,
+                requires_env=envs,
+                is_async=bool(is_async) or inspect.iscoroutinefunction(handler),
+                description=description or bare.get("description", ""),
+                emoji=emoji,
+            )
+            self._tools[name] = tool
+        return tool, warnings
+
+    def unregister(self, name: str) -> None:
+        with self._lock:
+            self._tools.pop(name, None)
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def all(self) -> list[Tool]:
+        """Every registered tool, available or not, in plugin order."""
+        return list(self._tools.values())
+
+    def names(self) -> list[str]:
+        return [t.name for t in self.all()]
+
+    def available(self, tool: Tool) -> tuple[bool, str]:
+        """Whether the model may use ``tool`` now, and why not."""
+        missing = [v for v in tool.requires_env if not os.environ.get(v)]
+        if missing:
+            return False, f"missing environment variable(s): {', '.join(missing)}"
+        if tool.check_fn is None:
+            return True, ""
+        try:
+            ok = tool.check_fn()
+        except BaseException as exc:
+            if isinstance(exc, PROPAGATE):
+                raise
+            reason = f"check_fn raised {type(exc).__name__}: {exc}"
+            if tool.name not in self._check_warned:
+                self._check_warned.add(tool.name)
+                self._kernel.log.warning(
+                    "tool_check_failed", tool=tool.name, plugin=tool.plugin, error=reason
+                )
+            return False, reason
+        return (True, "") if ok else (False, "its check_fn returned False")
+
+    def schemas(self) -> list[dict[str, Any]]:
+        """OpenAI function schemas of the tools available now, in plugin order."""
+        return [
+            {"type": "function", "function": copy.deepcopy(t.schema)}
+            for t in self.all()
+            if self.available(t)[0]
+        ]
+
+    # -- dispatch ----------------------------------------------------------
+
+    def dispatch(self, name: str, args: Any = None, /, **context: Any) -> str:
+        """Run tool ``name`` through the whole pipeline; always return a JSON string.
+
+        ``context`` (``task_id``, ``session_id``, ``tool_call_id``, ...) is
+        passed to the hooks and to the handler as keyword arguments.
+        """
+        tool = self._tools.get(name)
+        if tool is None:
+            return error_json(self._unknown(name))
+        parsed, problem = _coerce_args(args)
+        if problem:
+            return error_json(f"tool '{name}': {problem}")
+        ok, reason = self.available(tool)
+        if not ok:
+            return error_json(f"tool '{name}' is not available: {reason}")
+
+        hook_ctx = {key: context.get(key) for key in HOOK_CONTEXT_KEYS}
+        hook_ctx.update(context)
+        kernel = self._kernel
+        blocked = kernel._gate_tool_call(tool_name=name, args=copy.deepcopy(parsed), **hook_ctx)
+        if blocked is not None:
+            return error_json(blocked)
+
+        start = time.perf_counter()
+        result, status, error_type, error_message = self._run_handler(tool, parsed, context)
+        duration_ms = int((time.perf_counter() - start) * 1000)
+        outcome = {"status": status, "error_type": error_type, "error_message": error_message}
+        kernel.invoke_hook(
+            "post_tool_call",
+            tool_name=name,
+            args=copy.deepcopy(parsed),
+            result=result,
+            duration_ms=duration_ms,
+            **outcome,
+            **hook_ctx,
+        )
+        for replacement in kernel.invoke_hook(
+            "transform_tool_result",
+            tool_name=name,
+            args=copy.deepcopy(parsed),
+            result=result,
+            **outcome,
+            **hook_ctx,
+        ):
+            if isinstance(replacement, str):
+                result = _as_json_text(replacement)
+                break
+        return result
+
+    def _run_handler(
+        self, tool: Tool, args: dict[str, Any], context: dict[str, Any]
+    ) -> tuple[str, str, str | None, str | None]:
+        try:
+            value = tool.call(args, **context)
+            if inspect.isawaitable(value):
+                value = self._kernel._hooks.run_sync(value)
+        except BaseException as exc:
+            if isinstance(exc, PROPAGATE):
+                raise
+            kind = type(exc).__name__
+            message = f"tool '{tool.name}' (plugin {tool.plugin}) failed: {kind}: {exc}"
+            self._kernel.log.warning(
+                "tool_failed", tool=tool.name, plugin=tool.plugin, error=f"{kind}: {exc}"
+            )
+            return error_json(message), "error", kind, str(exc)
+        if isinstance(value, str):
+            return _as_json_text(value), "ok", None, None
+        message = (
+            f"tool '{tool.name}' (plugin {tool.plugin}) returned {type(value).__name__}, "
+            "expected a JSON string"
+        )
+        self._kernel.log.warning(
+            "tool_bad_result", tool=tool.name, plugin=tool.plugin, type=type(value).__name__
+        )
+        extra = {}
+        try:
+            extra["returned"] = json.loads(json.dumps(value, allow_nan=False))
+        except (TypeError, ValueError):
+            extra["returned"] = repr(value)[:2000]
+        return error_json(message, **extra), "error", "InvalidToolResult", message
+
+    def _unknown(self, name: str) -> str:
+        close = difflib.get_close_matches(str(name), list(self._tools), n=3)
+        hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+        return f"unknown tool {name!r}{hint}"
+
+
+class ToolConflict(ToolRegistrationError):
+    """A tool name that another plugin already owns."""
+
+    def __init__(self, name: str, owner: str, plugin: str) -> None:
+        self.name, self.owner, self.plugin = name, owner, plugin
+        super().__init__(
+            f"tool '{name}' of plugin '{plugin}' was refused: plugin '{owner}' already registered it"
+        )
+
+
+def _env_names(name: str, requires_env: Iterable[str] | None) -> tuple[str, ...]:
+    if requires_env is None:
+        return ()
+    if isinstance(requires_env, str):
+        requires_env = [requires_env]
+    out = []
+    for item in requires_env:
+        if isinstance(item, dict):
+            item = item.get("name")
+        if not isinstance(item, str) or not item:
+            raise ToolRegistrationError(f"tool '{name}': requires_env must list variable names")
+        out.append(item)
+    return tuple(out)
+
+
+def _coerce_args(args: Any) -> tuple[dict[str, Any], str | None]:
+    if args is None:
+        return {}, None
+    if isinstance(args, str):
+        if not args.strip():
+            return {}, None
+        try:
+            args = json.loads(args)
+        except ValueError as exc:
+            return {}, f"arguments are not valid JSON: {exc}"
+    if not isinstance(args, dict):
+        return {}, f"arguments must be a JSON object, not {type(args).__name__}"
+    return args, None
+
+
+def _as_json_text(text: str) -> str:
+    """``text`` when it is JSON already, else ``{"result": text}``."""
+    try:
+        json.loads(text, parse_constant=_reject_constant)
+    except ValueError:
+        return json.dumps({"result": text}, ensure_ascii=False)
+    return text
+
+
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"{name} is not valid JSON")
