@@ -109,9 +109,8 @@ def _tools_list(args: argparse.Namespace) -> int:
         for tool in tools:
             ok, reason = kernel.tools.available(tool)
             state = "" if ok else f"  (unavailable: {reason})"
-            print(
-                f"{tool.name}  [{tool.plugin}/{tool.toolset}]  {tool.description.splitlines()[0] if tool.description else ''}{state}"
-            )
+            summary = tool.description.splitlines()[0] if tool.description else ""
+            print(f"{tool.name}  [{tool.plugin}/{tool.toolset}]  {summary}{state}")
     return 0
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import logging
 import types
@@ -135,7 +136,5 @@ class PluginContext:
     def _rollback(self) -> None:
         while self._undo:
             undo = self._undo.pop()
-            try:
+            with contextlib.suppress(ValueError):  # already gone
                 undo()
-            except ValueError:  # already gone
-                pass
