@@ -11,6 +11,8 @@ from typing import Any
 import yaml
 from dotenv import dotenv_values
 
+from .manifest import yaml_problem
+
 _SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 TRUTHY = frozenset({"1", "true", "yes", "on"})
@@ -46,7 +48,7 @@ def load_config(home: Path, override: Mapping[str, Any] | None) -> tuple[dict[st
         except (OSError, UnicodeDecodeError) as exc:
             problems.append(f"{path}: cannot read the file ({exc}); using defaults")
         except yaml.YAMLError as exc:
-            problems.append(f"{path}: not valid YAML ({' '.join(str(exc).split())}); using defaults")
+            problems.append(f"{path}: not valid YAML ({yaml_problem(exc)}); using defaults")
         else:
             if isinstance(loaded, dict):
                 data = loaded

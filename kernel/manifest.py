@@ -92,7 +92,7 @@ def load_manifest(path: Path, default_name: str) -> Manifest:
     try:
         data = yaml.load(text, Loader=_SafeLoader)  # noqa: S506 - a safe loader
     except yaml.YAMLError as exc:
-        raise ManifestError(path, f"not valid YAML: {_one_line(exc)}") from None
+        raise ManifestError(path, f"not valid YAML: {yaml_problem(exc)}") from None
     return parse_manifest(data, path, default_name)
 
 
@@ -216,5 +216,10 @@ def _type(value: Any) -> str:
     return "null" if value is None else type(value).__name__
 
 
-def _one_line(exc: Exception) -> str:
-    return " ".join(str(exc).split())
+def yaml_problem(exc: yaml.YAMLError) -> str:
+    """A one-line description of a YAML error with its line and column."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or " ".join(str(exc).split())
+    if mark is not None:
+        return f"{problem} (line {mark.line + 1}, column {mark.column + 1})"
+    return problem

@@ -93,16 +93,56 @@ def normalize_schema(name: str, schema: Any) -> tuple[dict[str, Any], list[str]]
     return bare, warnings
 
 
-def _check_json_schema(name: str, params: dict[str, Any]) -> None:
-    from jsonschema import SchemaError, validators  # imported on first tool registration
+JSON_TYPES = frozenset({"object", "array", "string", "number", "integer", "boolean", "null"})
+_SUBSCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
+_SUBSCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions")
+_SUBSCHEMA_ONE = ("items", "additionalProperties", "not", "contains", "additionalItems")
 
-    try:
-        validators.validator_for(params).check_schema(params)
-    except SchemaError as exc:
-        where = "/".join(str(p) for p in exc.path) or "(top)"
-        raise ToolRegistrationError(
-            f"tool '{name}': 'parameters' is not a valid JSON Schema at {where}: {exc.message}"
-        ) from None
+
+def _check_json_schema(name: str, schema: Any, where: str = "parameters") -> None:
+    """Check the JSON Schema keywords that tool parameters use, recursively.
+
+    A light structural check instead of a full meta-schema validation: it runs
+    at every tool registration, so it must not cost start-up time.
+    """
+
+    def fail(problem: str) -> None:
+        raise ToolRegistrationError(f"tool '{name}': '{where}' is not a valid JSON Schema: {problem}")
+
+    if isinstance(schema, bool):
+        return
+    if not isinstance(schema, dict):
+        fail(f"expected an object, found {type(schema).__name__}")
+    kind = schema.get("type")
+    if kind is not None:
+        kinds = kind if isinstance(kind, list) else [kind]
+        bad = [k for k in kinds if k not in JSON_TYPES]
+        if bad:
+            fail(f"unknown type {bad[0]!r} (use one of {', '.join(sorted(JSON_TYPES))})")
+    if "required" in schema and (
+        not isinstance(schema["required"], list) or not all(isinstance(r, str) for r in schema["required"])
+    ):
+        fail("'required' must be a list of property names")
+    if "enum" in schema and not isinstance(schema["enum"], list):
+        fail("'enum' must be a list")
+    for key in ("description", "title", "pattern", "format"):
+        if key in schema and not isinstance(schema[key], str):
+            fail(f"'{key}' must be a string")
+    for key in _SUBSCHEMA_MAPS:
+        if key in schema:
+            if not isinstance(schema[key], dict):
+                fail(f"'{key}' must map names to schemas")
+            for prop, sub in schema[key].items():
+                _check_json_schema(name, sub, f"{where}.{key}.{prop}")
+    for key in _SUBSCHEMA_LISTS:
+        if key in schema:
+            if not isinstance(schema[key], list):
+                fail(f"'{key}' must be a list of schemas")
+            for i, sub in enumerate(schema[key]):
+                _check_json_schema(name, sub, f"{where}.{key}[{i}]")
+    for key in _SUBSCHEMA_ONE:
+        if key in schema:
+            _check_json_schema(name, schema[key], f"{where}.{key}")
 
 
 def error_json(message: str, **extra: Any) -> str:
