@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from importlib import metadata
 
 from .manifest import Manifest, ManifestError, find_manifest, load_manifest
 
@@ -84,6 +86,8 @@ def scan_root(root: Path, source: str, log: Any) -> list[Candidate]:
 
 def scan_entry_points(log: Any, group: str = ENTRY_POINT_GROUP) -> list[Candidate]:
     """Plugins advertised by installed distributions in ``group``."""
+    from importlib import metadata
+
     found: dict[str, Candidate] = {}
     try:
         eps = sorted(metadata.entry_points(group=group), key=lambda ep: ep.name)

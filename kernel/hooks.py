@@ -9,20 +9,26 @@ added or removed or a callback is disabled, never during a call.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import inspect
 import itertools
 import threading
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-# BaseExceptions a plugin may raise that still end the call in the host.
-PROPAGATE = (KeyboardInterrupt, asyncio.CancelledError, GeneratorExit)
+# What a plugin may raise and the kernel contains.  Every other BaseException
+# (KeyboardInterrupt, asyncio.CancelledError, GeneratorExit) ends the call.
+CONTAINED = (Exception, SystemExit)
 
 TRY_FIRST, NORMAL, TRY_LAST = 0, 1, 2
+
+
+class HookTimeout(Exception):
+    """A callback that did not return within ``plugins.hook_timeout`` seconds."""
+
+    def __init__(self, timeout: float) -> None:
+        super().__init__(f"did not return within {timeout:g} s (plugins.hook_timeout); left running")
 
 
 def plugin_order(name: str) -> tuple[str, str]:
@@ -101,14 +107,16 @@ def is_async_callable(fn: Callable[..., Any]) -> bool:
 class HookDispatcher:
     """Owns every callback and the per-hook call chains of one kernel."""
 
-    def __init__(self, on_failure: Callable[[Callback, BaseException], None]) -> None:
+    def __init__(
+        self, on_failure: Callable[[Callback, BaseException], None], timeout: float | None = None
+    ) -> None:
+        self.timeout = timeout
         self.chains: dict[str, Chain] = {}
         self._callbacks: dict[str, list[Callback]] = {}
         self._seq = itertools.count()
         self._lock = threading.RLock()
         self._on_failure = on_failure
         self._loops = threading.local()
-        self._executor: ThreadPoolExecutor | None = None
 
     # -- registration ------------------------------------------------------
 
@@ -178,8 +186,34 @@ class HookDispatcher:
             if any(c is call for c in calls):
                 call = functools.partial(call)
                 cb.call = call
-            calls.append(call)
+            calls.append(self._bounded(call, cb.is_async) if self.timeout else call)
         self.chains[hook] = Chain(tuple(calls), tuple(live), any(cb.is_async for cb in live))
+
+    def _bounded(self, call: Callable[..., Any], is_async: bool) -> Callable[..., Any]:
+        """``call`` with the configured deadline: a late callback raises :class:`HookTimeout`.
+
+        A sync callback runs on a worker thread so that its caller can stop
+        waiting; the worker is abandoned, not killed, if it never returns.
+        """
+        timeout = self.timeout
+        assert timeout is not None
+
+        if is_async:
+
+            async def bounded_async(**kwargs: Any) -> Any:
+                import asyncio
+
+                try:
+                    return await asyncio.wait_for(call(**kwargs), timeout)
+                except TimeoutError:
+                    raise HookTimeout(timeout) from None
+
+            return bounded_async
+
+        def bounded(**kwargs: Any) -> Any:
+            return in_daemon_thread(lambda: call(**kwargs), timeout)
+
+        return bounded
 
     # -- calling -----------------------------------------------------------
 
@@ -188,7 +222,7 @@ class HookDispatcher:
 
     def failed(self, chain: Chain, call: Callable[..., Any], exc: BaseException) -> Callback:
         """Handle ``exc`` raised by ``call`` of ``chain``: re-raise or disable and report."""
-        if isinstance(exc, PROPAGATE) or not isinstance(exc, Exception | SystemExit):
+        if not isinstance(exc, CONTAINED):
             raise exc
         cb = chain.callbacks[_index(chain.calls, call)]
         self.disable(cb, _describe(exc))
@@ -248,6 +282,8 @@ class HookDispatcher:
         on a helper thread's loop, since the caller's loop cannot be re-entered;
         async hosts should use ``ainvoke_hook`` instead.
         """
+        import asyncio
+
         try:
             asyncio.get_running_loop()
         except RuntimeError:
@@ -256,19 +292,12 @@ class HookDispatcher:
                 loop = asyncio.new_event_loop()
                 self._loops.loop = loop
             return loop.run_until_complete(_as_coroutine(awaitable))
-        with self._lock:
-            if self._executor is None:
-                self._executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="hermes-hook")
-            executor = self._executor
-        return executor.submit(asyncio.run, _as_coroutine(awaitable)).result()
+        return in_daemon_thread(lambda: asyncio.run(_as_coroutine(awaitable)), None)
 
     def close(self) -> None:
         loop = getattr(self._loops, "loop", None)
         if loop is not None and not loop.is_closed():
             loop.close()
-        if self._executor is not None:
-            self._executor.shutdown(wait=False, cancel_futures=True)
-            self._executor = None
 
 
 def _call_order(cb: Callback) -> tuple[int, tuple[str, str], int]:
@@ -288,6 +317,31 @@ def _describe(exc: BaseException) -> str:
     if isinstance(exc, SystemExit):
         return f"SystemExit({exc.code!r})"
     return f"{name}: {text}" if text else name
+
+
+def in_daemon_thread(fn: Callable[[], Any], timeout: float | None) -> Any:
+    """Run ``fn`` on a new daemon thread and wait for it, at most ``timeout`` seconds.
+
+    A daemon thread, unlike a pool worker, never keeps the process alive at
+    exit when a plugin's code hangs in it.
+    """
+    box: dict[str, Any] = {}
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            box["result"] = fn()
+        except BaseException as exc:  # re-raised in the caller's thread
+            box["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="hermes-hook", daemon=True).start()
+    if not done.wait(timeout):
+        raise HookTimeout(timeout or 0)
+    if "error" in box:
+        raise box["error"]
+    return box.get("result")
 
 
 async def _as_coroutine(awaitable: Any) -> Any:

@@ -21,8 +21,8 @@ from .config import load_config, read_dotenv, resolve_home, section, truthy
 from .context import PluginContext
 from .discovery import Candidate, bundled_root, merge_sources, scan_entry_points, scan_root
 from .hooks import (
+    CONTAINED,
     NORMAL,
-    PROPAGATE,
     TRY_FIRST,
     TRY_LAST,
     Callback,
@@ -181,7 +181,7 @@ class Kernel:
         for problem in self.problems:
             self.log.warning("config_problem", detail=problem)
 
-        self._hooks = HookDispatcher(self._on_hook_failure)
+        self._hooks = HookDispatcher(self._on_hook_failure, timeout=self._hook_timeout())
         self._chains = self._hooks.chains
         self.tools = ToolRegistry(self)
         self.slots = SlotRegistry()
@@ -270,7 +270,7 @@ class Kernel:
         :class:`PluginError` (naming the plugin and the cause) when it cannot be
         added; the kernel is then unchanged.
         """
-        name = name or self.pm.get_canonical_name(obj)
+        name = name or getattr(obj, "__name__", None) or type(obj).__name__
         with self._lock:
             if name in self._records:
                 raise PluginError(f"a plugin named '{name}' is already registered; choose another name")
@@ -337,14 +337,28 @@ class Kernel:
 
     # -- internals: loading ------------------------------------------------------
 
+    def _hook_timeout(self) -> float | None:
+        value = section(self.config, "plugins", "hook_timeout")
+        if value is None or value == 0:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+            self._config_problem(
+                f"config.yaml: 'plugins.hook_timeout' must be a number of seconds (0 = none), "
+                f"not {value!r}; ignored"
+            )
+            return None
+        return float(value)
+
+    def _config_problem(self, problem: str) -> None:
+        self.problems.append(problem)
+        self.log.warning("config_problem", detail=problem)
+
     def _disabled_names(self) -> set[str]:
         value = section(self.config, "plugins", "disabled")
         if value is None:
             return set()
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            problem = "config.yaml: 'plugins.disabled' must be a list of plugin names; ignored"
-            self.problems.append(problem)
-            self.log.warning("config_problem", detail=problem)
+            self._config_problem("config.yaml: 'plugins.disabled' must be a list of plugin names; ignored")
             return set()
         return set(value)
 
@@ -392,7 +406,7 @@ class Kernel:
             phase = "register"
             self._register_target(record, target, ctx)
         except BaseException as exc:
-            if isinstance(exc, PROPAGATE):
+            if not isinstance(exc, CONTAINED):
                 raise
             ctx._rollback()
             self._undo_native(record)

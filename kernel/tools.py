@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .hooks import PROPAGATE, adapt_hermes_callback
+from .hooks import CONTAINED, adapt_hermes_callback
 
 if TYPE_CHECKING:
     from .kernel import Kernel
@@ -23,6 +23,10 @@ TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 # Context keys every tool hook receives (None when the caller has none).
 HOOK_CONTEXT_KEYS = ("task_id", "session_id", "tool_call_id", "turn_id", "api_request_id")
+# Arguments the pipeline itself supplies; a context key of the same name is dropped.
+PIPELINE_KEYS = frozenset(
+    {"tool_name", "args", "result", "duration_ms", "status", "error_type", "error_message"}
+)
 
 
 class ToolRegistrationError(ValueError):
@@ -234,7 +238,7 @@ class ToolRegistry:
         try:
             ok = tool.check_fn()
         except BaseException as exc:
-            if isinstance(exc, PROPAGATE):
+            if not isinstance(exc, CONTAINED):
                 raise
             reason = f"check_fn raised {type(exc).__name__}: {exc}"
             if tool.name not in self._check_warned:
@@ -255,7 +259,7 @@ class ToolRegistry:
 
     # -- dispatch ----------------------------------------------------------
 
-    def dispatch(self, name: str, args: Any = None, /, **context: Any) -> str:
+    def dispatch(self, name: str, args: Any = None, **context: Any) -> str:
         """Run tool ``name`` through the whole pipeline; always return a JSON string.
 
         ``context`` (``task_id``, ``session_id``, ``tool_call_id``, ...) is
@@ -271,33 +275,25 @@ class ToolRegistry:
         if not ok:
             return error_json(f"tool '{name}' is not available: {reason}")
 
-        hook_ctx = {key: context.get(key) for key in HOOK_CONTEXT_KEYS}
-        hook_ctx.update(context)
         kernel = self._kernel
-        blocked = kernel._gate_tool_call(tool_name=name, args=copy.deepcopy(parsed), **hook_ctx)
+        context = {k: v for k, v in context.items() if k not in PIPELINE_KEYS}
+        base = {**dict.fromkeys(HOOK_CONTEXT_KEYS), **context, "tool_name": name}
+        blocked = kernel._gate_tool_call(**{**base, "args": copy.deepcopy(parsed)})
         if blocked is not None:
             return error_json(blocked)
 
         start = time.perf_counter()
         result, status, error_type, error_message = self._run_handler(tool, parsed, context)
-        duration_ms = int((time.perf_counter() - start) * 1000)
-        outcome = {"status": status, "error_type": error_type, "error_message": error_message}
+        outcome = {**base, "status": status, "error_type": error_type, "error_message": error_message}
         kernel.invoke_hook(
             "post_tool_call",
-            tool_name=name,
+            **outcome,
             args=copy.deepcopy(parsed),
             result=result,
-            duration_ms=duration_ms,
-            **outcome,
-            **hook_ctx,
+            duration_ms=int((time.perf_counter() - start) * 1000),
         )
         for replacement in kernel.invoke_hook(
-            "transform_tool_result",
-            tool_name=name,
-            args=copy.deepcopy(parsed),
-            result=result,
-            **outcome,
-            **hook_ctx,
+            "transform_tool_result", **outcome, args=copy.deepcopy(parsed), result=result
         ):
             if isinstance(replacement, str):
                 result = _as_json_text(replacement)
@@ -312,7 +308,7 @@ class ToolRegistry:
             if inspect.isawaitable(value):
                 value = self._kernel._hooks.run_sync(value)
         except BaseException as exc:
-            if isinstance(exc, PROPAGATE):
+            if not isinstance(exc, CONTAINED):
                 raise
             kind = type(exc).__name__
             message = f"tool '{tool.name}' (plugin {tool.plugin}) failed: {kind}: {exc}"
