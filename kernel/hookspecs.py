@@ -524,8 +524,9 @@ def register_memory_providers(register: Any) -> None:
         provider's ``name`` is its key in the ``memory`` slot, and
         ``memory.provider`` in config selects the active one.
 
-    The return value is ignored.  Duplicate names and failures are handled as
-    for ``register_model_providers``.
+    The return value is ignored.  Duplicate names are handled as for
+    ``register_model_providers``.  Failure policy: observer; what the callback
+    registered before it raised is kept.
     """
 
 
@@ -539,8 +540,9 @@ def register_context_engines(register: Any) -> None:
         ``name`` is its key in the ``context_engine`` slot, and
         ``context.engine`` in config selects the active one.
 
-    The return value is ignored.  Duplicate names and failures are handled as
-    for ``register_model_providers``.
+    The return value is ignored.  Duplicate names are handled as for
+    ``register_model_providers``.  Failure policy: observer; what the callback
+    registered before it raised is kept.
     """
 
 
@@ -554,6 +556,7 @@ def register_image_gen_providers(register: Any) -> None:
         provider's ``name`` is its key in the ``image_gen`` slot, and
         ``image_gen.provider`` in config selects the active one.
 
-    The return value is ignored.  Duplicate names and failures are handled as
-    for ``register_model_providers``.
+    The return value is ignored.  Duplicate names are handled as for
+    ``register_model_providers``.  Failure policy: observer; what the callback
+    registered before it raised is kept.
     """
