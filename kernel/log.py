@@ -9,6 +9,10 @@ same way:
 * ``<home>/logs/agent.log``: WARNING and up, DEBUG when
   ``HERMES_PLUGINS_DEBUG`` is set; created on the first record.
 * stderr, only with ``HERMES_PLUGINS_DEBUG``: DEBUG and up.
+
+Kernel records do not propagate to the root logger (their message is a
+structlog event dict); an embedder who wants them attaches a handler to the
+``hermes_kernel`` logger.  Plugins' own stdlib records propagate as usual.
 """
 
 from __future__ import annotations
@@ -79,6 +83,9 @@ class KernelLogging:
             for handler in self._handlers:
                 target.addHandler(handler)
             target.setLevel(logging.DEBUG if debug else logging.WARNING)
+        # Kernel records carry structlog event dicts that only our formatter
+        # renders; embedders attach handlers to the "hermes_kernel" logger.
+        self.stdlib.propagate = False
         self.logger = structlog.wrap_logger(
             self.stdlib,
             processors=[
@@ -96,3 +103,5 @@ class KernelLogging:
                 target.removeHandler(handler)
         for handler in self._handlers:
             handler.close()
+        # Late records from a closed kernel go nowhere rather than to stderr.
+        self.stdlib.addHandler(logging.NullHandler())

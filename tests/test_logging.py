@@ -1,0 +1,220 @@
+"""Logging: ``<home>/logs/agent.log``, HERMES_PLUGINS_DEBUG, stdlib plugin logging, redaction, isolation."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from conftest import write_plugin
+
+from kernel import Kernel
+
+# "<ISO timestamp>Z [<level padded>] <event> [<logger>] key=value ..."
+LINE = re.compile(
+    r"^(?P<ts>\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d+Z) "
+    r"(?P<level>\[(?P<name>[a-z]+) *\]) "
+    r"(?P<event>.*?) \[(?P<logger>[\w.]+)\]"
+)
+
+
+def log_text(home: Path) -> str:
+    path = home / "logs" / "agent.log"
+    return path.read_text(encoding="utf-8") if path.is_file() else ""
+
+
+def parsed(home: Path) -> list[re.Match[str]]:
+    """The record lines of agent.log (traceback continuation lines skipped)."""
+    return [m for line in log_text(home).splitlines() if (m := LINE.match(line))]
+
+
+def lines_with(home: Path, *words: str) -> list[str]:
+    return [line for line in log_text(home).splitlines() if all(w in line for w in words)]
+
+
+HOOK_FAILS = """
+def explode(**kw):
+    raise RuntimeError("hook went wrong")
+
+def register(ctx):
+    ctx.register_hook("on_session_start", explode)
+"""
+
+
+def test_warnings_reach_agent_log_with_plugin_and_hook_names(plugin_dir, make_kernel, home):
+    plugin_dir("unimportable", "import not_a_module_hk_logging\n")
+    plugin_dir("hookfail", HOOK_FAILS)
+    k = make_kernel()
+    assert not k.plugin("unimportable").enabled
+    k.invoke_hook("on_session_start", session_id="s1")
+    assert "on_session_start" in k.plugin("hookfail").disabled_hooks
+
+    load_failed = lines_with(home, "plugin_load_failed")
+    assert len(load_failed) == 1, log_text(home)
+    assert "plugin=unimportable" in load_failed[0]
+    assert "not_a_module_hk_logging" in load_failed[0]
+    hook_failed = lines_with(home, "hook_failed")
+    assert len(hook_failed) == 1, log_text(home)
+    assert "plugin=hookfail" in hook_failed[0]
+    assert "hook=on_session_start" in hook_failed[0]
+    assert "hook went wrong" in hook_failed[0]
+
+    records = parsed(home)
+    assert records, log_text(home)
+    assert {m["name"] for m in records} <= {"warning", "error", "critical"}
+    assert "[debug" not in log_text(home)
+    assert "plugin_found" not in log_text(home)
+    assert "source_scanned" not in log_text(home)
+
+
+def test_debug_lines_go_to_agent_log_and_stderr(plugin_dir, home, bundled, monkeypatch, capfd):
+    monkeypatch.setenv("HERMES_PLUGINS_DEBUG", "1")
+    plugin_dir("chatty", "def register(ctx):\n    ctx.register_hook('on_session_end', lambda **kw: None)\n")
+    (home / "plugins" / "not_a_plugin").mkdir()
+    plugin_dir("unimportable", "import not_a_module_hk_logging\n")
+    k = Kernel(home=home)
+    try:
+        k.load()
+    finally:
+        k.shutdown()
+    text = log_text(home)
+    levels = {m["name"] for m in parsed(home)}
+    assert "debug" in levels and "warning" in levels, text
+    for event in ("source_scanned", "plugin_found", "plugin_registered", "skip"):
+        assert any(m["name"] == "debug" and m["event"] == event for m in parsed(home)), (event, text)
+    assert lines_with(home, "plugin_registered", "plugin=chatty")
+    assert lines_with(home, "skip", "not_a_plugin")
+    assert lines_with(home, "plugin_load_failed", "plugin=unimportable")
+
+    err = capfd.readouterr().err
+    for event in ("source_scanned", "plugin_found", "plugin_registered", "plugin_load_failed"):
+        assert event in err, (event, err)
+    assert "[debug" in err
+    assert "chatty" in err
+
+
+def test_no_debug_on_stderr_without_the_variable(plugin_dir, make_kernel, capfd):
+    plugin_dir("quiet")
+    make_kernel()
+    err = capfd.readouterr().err
+    assert "plugin_found" not in err
+    assert "source_scanned" not in err
+
+
+STDLIB_LOGGER = """
+import logging
+
+logger = logging.getLogger(__name__)
+
+def register(ctx):
+    logger.warning("stdlib says %s", "hello-from-plugin")
+    logger.debug("stdlib debug detail")
+    ctx.logger.error("ctx logger says %s", "hello-from-ctx")
+"""
+
+
+def test_stdlib_logging_of_plugins_renders_like_kernel_lines(plugin_dir, make_kernel, home):
+    plugin_dir("stdlibber", STDLIB_LOGGER)
+    plugin_dir("unimportable", "import not_a_module_hk_logging\n")
+    k = make_kernel()
+    assert k.plugin("stdlibber").enabled, k.plugin("stdlibber").error
+
+    records = {m["event"].split(" ")[0]: m for m in parsed(home)}
+    kernel_line = records["plugin_load_failed"]
+    plugin_line = next(m for m in parsed(home) if "hello-from-plugin" in m["event"])
+    ctx_line = next(m for m in parsed(home) if "hello-from-ctx" in m["event"])
+    assert plugin_line["event"] == "stdlib says hello-from-plugin"
+    assert plugin_line["name"] == "warning"
+    assert ctx_line["name"] == "error"
+    # The same layout: timestamp, then the padded level field of the same width.
+    assert len(plugin_line["ts"]) == len(kernel_line["ts"])
+    assert plugin_line["level"] == kernel_line["level"]
+    assert len(ctx_line["level"]) == len(kernel_line["level"])
+    assert plugin_line["logger"].startswith(k._namespace)
+    assert kernel_line["logger"] != plugin_line["logger"]
+    assert "stdlib debug detail" not in log_text(home)
+
+
+def test_stdlib_debug_of_plugins_with_the_debug_variable(plugin_dir, home, bundled, monkeypatch):
+    monkeypatch.setenv("HERMES_PLUGINS_DEBUG", "true")
+    plugin_dir("stdlibber", STDLIB_LOGGER)
+    with Kernel(home=home) as k:
+        k.load()
+    debug = next(m for m in parsed(home) if m["event"] == "stdlib debug detail")
+    assert debug["name"] == "debug"
+
+
+def test_secret_looking_keys_are_redacted(make_kernel, home):
+    k = make_kernel()
+    k.log.warning("provider_configured", api_key="sk-123", auth_token="tok-456", model="gpt-x")
+    text = log_text(home)
+    assert "provider_configured" in text
+    assert "sk-123" not in text
+    assert "tok-456" not in text
+    assert "api_key=***" in text
+    assert "model=gpt-x" in text
+
+
+def test_two_kernels_write_to_their_own_agent_log(tmp_path, bundled):
+    home_a, home_b = tmp_path / "a", tmp_path / "b"
+    for home, tag in ((home_a, "alpha"), (home_b, "beta")):
+        write_plugin(
+            home / "plugins",
+            f"logger_{tag}",
+            f"import logging\n\ndef register(ctx):\n    logging.getLogger(__name__).warning('from {tag}')\n",
+        )
+    ka, kb = Kernel(home=home_a), Kernel(home=home_b)
+    try:
+        assert ka._namespace != kb._namespace
+        ka.load()
+        kb.load()
+        ka.log.warning("only_for_a")
+        kb.log.warning("only_for_b")
+    finally:
+        ka.shutdown()
+        kb.shutdown()
+    text_a, text_b = log_text(home_a), log_text(home_b)
+    assert "only_for_a" in text_a and "from alpha" in text_a
+    assert "only_for_b" in text_b and "from beta" in text_b
+    assert "only_for_b" not in text_a and "from beta" not in text_a
+    assert "only_for_a" not in text_b and "from alpha" not in text_b
+
+
+def test_shutdown_detaches_the_handlers(tmp_path, bundled):
+    old_home, new_home = tmp_path / "old", tmp_path / "new"
+    old = Kernel(home=old_home)
+    old.load()
+    old.log.warning("before_shutdown")
+    namespace = old._namespace
+    old.shutdown()
+    assert "before_shutdown" in log_text(old_home)
+    before = log_text(old_home)
+
+    write_plugin(
+        new_home / "plugins",
+        "late",
+        "import logging\n\ndef register(ctx):\n    logging.getLogger(__name__).warning('late plugin line')\n",
+    )
+    new = Kernel(home=new_home)
+    try:
+        # The namespace of the shut-down kernel is free again and reused.
+        assert new._namespace == namespace
+        new.load()
+        new.log.warning("after_shutdown")
+    finally:
+        new.shutdown()
+    assert log_text(old_home) == before
+    after = log_text(new_home)
+    assert "after_shutdown" in after
+    assert "late plugin line" in after
+
+
+@pytest.mark.parametrize("value", ["0", "", "no"])
+def test_falsy_debug_values_do_not_enable_debug(plugin_dir, home, bundled, monkeypatch, capfd, value):
+    monkeypatch.setenv("HERMES_PLUGINS_DEBUG", value)
+    plugin_dir("quiet")
+    with Kernel(home=home) as k:
+        k.load()
+        k.log.warning("marker")
+    assert "plugin_found" not in log_text(home)
+    assert "plugin_found" not in capfd.readouterr().err
