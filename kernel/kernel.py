@@ -195,6 +195,7 @@ class Kernel:
         self._lock = threading.RLock()
         self._loaded = False
         self._closed = False
+        self._env_applied: dict[str, str] = {}
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -205,7 +206,9 @@ class Kernel:
                 return self.plugins
             self._loaded = True
             for key, value in read_dotenv(self.home).items():
-                os.environ.setdefault(key, value)
+                if key not in os.environ:
+                    os.environ[key] = value
+                    self._env_applied[key] = value
             disabled = self._disabled_names()
             groups = [
                 scan_root(bundled_root(), "bundled", self.log),
@@ -228,13 +231,20 @@ class Kernel:
         return self.plugins
 
     def shutdown(self) -> None:
-        """Unregister everything and release the kernel's resources; idempotent."""
+        """Unregister everything and release the kernel's resources; idempotent.
+
+        Variables that :meth:`load` exported from ``<home>/.env`` are removed
+        again (unless something changed them meanwhile).
+        """
         with self._lock:
             if self._closed:
                 return
             self._closed = True
             for name in list(self._records):
                 self._drop(name)
+            for key, value in self._env_applied.items():
+                if os.environ.get(key) == value:
+                    del os.environ[key]
             self._hooks.close()
             self._logging.close()
             self._release_namespace()
@@ -424,9 +434,9 @@ class Kernel:
         self.log.debug(
             "plugin_registered",
             plugin=record.name,
-            tools=len(record.tools),
-            hooks=len(record.callbacks),
-            commands=len(record.commands),
+            tools=list(record.tools),
+            hooks=list(dict.fromkeys(cb.hook for cb in record.callbacks)),
+            commands=list(record.commands),
         )
         return None
 
