@@ -6,6 +6,7 @@ import json
 import os
 import sys
 import textwrap
+import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,15 @@ def sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     work.mkdir()
     monkeypatch.chdir(work)
     return tmp_path
+
+
+@pytest.fixture
+def sink(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
+    """A module plugins import to record calls (``hook_sink.calls``)."""
+    module = types.ModuleType("hook_sink")
+    module.calls = []  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "hook_sink", module)
+    return module
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 import types
 from collections.abc import Callable
 from pathlib import Path
@@ -22,15 +21,6 @@ from conftest import run_json, write_plugin
 from kernel import Kernel, PluginError, hookimpl
 
 SESSION = {"session_id": "s-1", "model": "m-1", "platform": "cli"}
-
-
-@pytest.fixture
-def sink(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
-    """A module plugins import to record calls (``hook_sink.calls``)."""
-    module = types.ModuleType("hook_sink")
-    module.calls = []  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "hook_sink", module)
-    return module
 
 
 def manifest(name: str, hooks: tuple[str, ...] = (), tools: tuple[str, ...] = ()) -> dict[str, Any]:

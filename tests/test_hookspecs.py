@@ -12,13 +12,11 @@ from __future__ import annotations
 
 import inspect
 import re
-import sys
 import types
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
 from conftest import REPO, run_json
 
 from kernel import Kernel, hookspecs
@@ -54,15 +52,6 @@ TOOL_CONTEXT = {
     "turn_id": "turn-1",
     "api_request_id": "req-1",
 }
-
-
-@pytest.fixture
-def sink(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
-    """A module plugins import to record calls (``hook_sink.calls``)."""
-    module = types.ModuleType("hook_sink")
-    module.calls = []  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "hook_sink", module)
-    return module
 
 
 def spec_names() -> list[str]:
