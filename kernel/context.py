@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import difflib
 import logging
 import types
@@ -53,8 +54,8 @@ class PluginContext:
 
     @property
     def config(self) -> Mapping[str, Any]:
-        """A read-only view of the kernel's configuration."""
-        return types.MappingProxyType(self._kernel.config)
+        """A read-only snapshot of the kernel's configuration."""
+        return types.MappingProxyType(copy.deepcopy(self._kernel.config))
 
     @property
     def logger(self) -> logging.Logger:

@@ -30,6 +30,13 @@ _SECRET_KEY = re.compile(r"(api[_-]?key|token|secret|password|passwd|authorizati
 _REDACTED = "***"
 _counter = itertools.count(1)
 
+# Kernel records carry structlog event dicts that only our formatter renders,
+# so they stop at the "hermes_kernel" logger instead of reaching the root
+# logger; an embedder who wants them attaches a handler there.
+_PARENT = logging.getLogger("hermes_kernel")
+_PARENT.propagate = False
+_PARENT.addHandler(logging.NullHandler())
+
 
 def redact_secrets(_logger: Any, _method: str, event: dict[str, Any]) -> dict[str, Any]:
     """Replace the values of secret-looking keys so that they never reach a log."""
@@ -83,9 +90,7 @@ class KernelLogging:
             for handler in self._handlers:
                 target.addHandler(handler)
             target.setLevel(logging.DEBUG if debug else logging.WARNING)
-        # Kernel records carry structlog event dicts that only our formatter
-        # renders; embedders attach handlers to the "hermes_kernel" logger.
-        self.stdlib.propagate = False
+
         self.logger = structlog.wrap_logger(
             self.stdlib,
             processors=[

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .hooks import CONTAINED, adapt_hermes_callback
+from .hooks import CONTAINED, adapt_hermes_callback, plugin_order
 
 if TYPE_CHECKING:
     from .kernel import Kernel
@@ -222,8 +222,8 @@ class ToolRegistry:
         return len(self._tools)
 
     def all(self) -> list[Tool]:
-        """Every registered tool, available or not, in plugin order."""
-        return list(self._tools.values())
+        """Every registered tool, available or not, in plugin order (then registration order)."""
+        return sorted(self._tools.values(), key=lambda t: plugin_order(t.plugin))
 
     def names(self) -> list[str]:
         return [t.name for t in self.all()]
