@@ -166,19 +166,20 @@ def _candidate(directory: Path, manifest_file: Path | None, source: str, categor
 
 
 def _subdirs(root: Path, log: Any) -> list[Path]:
+    """The visible subdirectories of ``root``, sorted by name; unreadable ones are warned about."""
     try:
-        children = sorted(root.iterdir(), key=lambda p: p.name)
+        with os.scandir(root) as it:
+            entries = sorted(it, key=lambda e: e.name)
     except OSError as exc:
         log.warning("plugin_dir_unreadable", path=str(root), error=str(exc))
         return []
     out = []
-    for child in children:
-        name = child.name
-        if name.startswith((".", "__")):
+    for entry in entries:
+        if entry.name.startswith((".", "__")):
             continue
         try:
-            if child.is_dir():
-                out.append(child)
+            if entry.is_dir():
+                out.append(root / entry.name)
         except OSError as exc:
-            log.warning("plugin_dir_unreadable", path=str(child), error=str(exc))
+            log.warning("plugin_dir_unreadable", path=entry.path, error=str(exc))
     return out

@@ -9,11 +9,13 @@ added or removed or a callback is disabled, never during a call.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import itertools
+import operator
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,6 +69,28 @@ class Chain:
 _EMPTY = Chain((), (), False)
 
 
+def keyword_names(fn: Callable[..., Any]) -> frozenset[str] | None:
+    """The parameter names ``fn`` accepts by keyword; ``None`` when it takes ``**kwargs``.
+
+    Plain functions are read from their code object (much cheaper than
+    ``inspect.signature``, which matters at load time); anything else that
+    cannot be inspected is treated as taking ``**kwargs``.
+    """
+    code = getattr(fn, "__code__", None)
+    if code is not None and inspect.isfunction(fn):
+        if code.co_flags & inspect.CO_VARKEYWORDS:
+            return None
+        end = code.co_argcount + code.co_kwonlyargcount
+        return frozenset(code.co_varnames[code.co_posonlyargcount : end])
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return None
+    return frozenset(p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
+
+
 def adapt_hermes_callback(fn: Callable[..., Any]) -> Callable[..., Any]:
     """What the kernel calls for ``fn``: a hook callback or a tool handler.
 
@@ -74,24 +98,33 @@ def adapt_hermes_callback(fn: Callable[..., Any]) -> Callable[..., Any]:
     one without receives only the keyword arguments it names (positional
     arguments are passed through).
     """
-    try:
-        params = inspect.signature(fn).parameters.values()
-    except (TypeError, ValueError):
+    names = keyword_names(fn)
+    if names is None:
         return fn
-    if any(p.kind is p.VAR_KEYWORD for p in params):
-        return fn
-    names = frozenset(p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
-    return _narrowing(fn, names)
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return fn(*args, **{k: v for k, v in kwargs.items() if k in names})
+
+    call.__wrapped__ = fn  # type: ignore[attr-defined]
+    return call
 
 
 def adapt_pluggy_impl(fn: Callable[..., Any], argnames: Iterable[str]) -> Callable[..., Any]:
-    """What the dispatcher calls for a pluggy ``@hookimpl`` taking ``argnames``."""
-    return _narrowing(fn, frozenset(argnames))
+    """What the dispatcher calls for a pluggy ``@hookimpl`` taking ``argnames``.
 
+    As pluggy does, the declared arguments are passed by position; a missing
+    one is a ``TypeError`` naming it.
+    """
+    names = tuple(argnames)
+    getter = operator.itemgetter(*names) if len(names) > 1 else None
 
-def _narrowing(fn: Callable[..., Any], names: frozenset[str]) -> Callable[..., Any]:
-    def call(*args: Any, **kwargs: Any) -> Any:
-        return fn(*args, **{k: v for k, v in kwargs.items() if k in names})
+    def call(**kwargs: Any) -> Any:
+        try:
+            args = getter(kwargs) if getter is not None else tuple(kwargs[n] for n in names)
+        except KeyError:
+            missing = ", ".join(n for n in names if n not in kwargs)
+            raise TypeError(f"the hook call did not provide argument(s): {missing}") from None
+        return fn(*args)
 
     call.__wrapped__ = fn  # type: ignore[attr-defined]
     return call
@@ -117,6 +150,28 @@ class HookDispatcher:
         self._lock = threading.RLock()
         self._on_failure = on_failure
         self._loops = threading.local()
+        self._deferred: set[str] | None = None
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Rebuild each touched chain once, at the end, instead of after every change."""
+        with self._lock:
+            if self._deferred is not None:
+                yield
+                return
+            self._deferred = set()
+            try:
+                yield
+            finally:
+                pending, self._deferred = self._deferred, None
+                for hook in pending:
+                    self._rebuild(hook)
+
+    def _changed(self, hook: str) -> None:
+        if self._deferred is not None:
+            self._deferred.add(hook)
+        else:
+            self._rebuild(hook)
 
     # -- registration ------------------------------------------------------
 
@@ -142,7 +197,7 @@ class HookDispatcher:
                 native=native,
             )
             self._callbacks.setdefault(hook, []).append(cb)
-            self._rebuild(hook)
+            self._changed(hook)
             return cb
 
     def remove(self, cb: Callback) -> None:
@@ -150,7 +205,7 @@ class HookDispatcher:
             bucket = self._callbacks.get(cb.hook, [])
             if cb in bucket:
                 bucket.remove(cb)
-                self._rebuild(cb.hook)
+                self._changed(cb.hook)
 
     def remove_plugin(self, plugin: str) -> None:
         with self._lock:
@@ -158,7 +213,7 @@ class HookDispatcher:
                 kept = [cb for cb in bucket if cb.plugin != plugin]
                 if len(kept) != len(bucket):
                     self._callbacks[hook] = kept
-                    self._rebuild(hook)
+                    self._changed(hook)
 
     def callbacks(self, hook: str | None = None) -> list[Callback]:
         """Every callback (disabled ones too), in call order."""
@@ -180,12 +235,14 @@ class HookDispatcher:
             self.chains.pop(hook, None)
             return
         calls: list[Callable[..., Any]] = []
+        seen: set[int] = set()
         for cb in live:
             call = cb.call
             # The guard finds the failing callback by identity; keep entries unique.
-            if any(c is call for c in calls):
+            if id(call) in seen:
                 call = functools.partial(call)
                 cb.call = call
+            seen.add(id(call))
             calls.append(self._bounded(call, cb.is_async) if self.timeout else call)
         self.chains[hook] = Chain(tuple(calls), tuple(live), any(cb.is_async for cb in live))
 

@@ -36,6 +36,8 @@ from .markers import PROJECT_NAME
 from .slots import SlotError, SlotRegistry
 from .tools import ToolRegistry
 
+_COROUTINE = types.CoroutineType
+
 
 class PluginError(Exception):
     """A plugin that an explicit :meth:`Kernel.register` call could not add."""
@@ -223,8 +225,9 @@ class Kernel:
             groups.append(scan_entry_points(self.log))
             merged, refused = merge_sources(groups, self.log)
             self._refused.extend(_Record.from_candidate(c) for c in refused)
-            for key in sorted(merged, key=plugin_order):
-                self._load_candidate(merged[key], disabled)
+            with self._hooks.batch():
+                for key in sorted(merged, key=plugin_order):
+                    self._load_candidate(merged[key], disabled)
             self._fire_slots(None)
             enabled = sum(1 for r in self._records.values() if r.enabled)
             self.log.info("plugin_discovery_complete", found=len(self._records), enabled=enabled)
@@ -309,12 +312,18 @@ class Kernel:
         A failing callback is logged and disabled; the others still run.
         Async callbacks are run to completion.
         """
+        return self._invoke(hook_name, kwargs)
+
+    def _invoke(self, hook_name: str, kwargs: dict[str, Any]) -> list[Any]:
+        # The hot path: a loop over a precomputed chain; the guard costs
+        # nothing until a callback raises.
         chain = self._chains.get(hook_name)
         if chain is None:
             return []
         if chain.has_async:
             return [r for _, r in self._hooks.invoke_pairs(hook_name, kwargs)]
-        results = []
+        results: list[Any] = []
+        append = results.append
         for call in chain.calls:
             try:
                 result = call(**kwargs)
@@ -322,11 +331,11 @@ class Kernel:
                 self._hooks.failed(chain, call, exc)
                 continue
             if result is not None:
-                if type(result) is types.CoroutineType:
+                if type(result) is _COROUTINE:
                     result = self._hooks.run_sync(result)
                     if result is None:
                         continue
-                results.append(result)
+                append(result)
         return results
 
     async def ainvoke_hook(self, hook_name: str, /, **kwargs: Any) -> list[Any]:
@@ -335,7 +344,7 @@ class Kernel:
 
     def pre_llm_context(self, **kwargs: Any) -> str:
         """Fire ``pre_llm_call`` and merge the context pieces with blank lines, in plugin order."""
-        return merge_context(self.invoke_hook("pre_llm_call", **kwargs))
+        return merge_context(self._invoke("pre_llm_call", kwargs))
 
     async def apre_llm_context(self, **kwargs: Any) -> str:
         """As :meth:`pre_llm_context`, awaiting async callbacks on the caller's loop."""
@@ -459,6 +468,12 @@ class Kernel:
             self.pm.register(target, name=record.name)
 
     def _has_hookimpls(self, obj: Any) -> bool:
+        if inspect.ismodule(obj):
+            # pluggy's marker is an attribute on the function; skip the
+            # per-attribute parse for modules that carry none.
+            marker = f"{PROJECT_NAME}_impl"
+            if not any(hasattr(value, marker) for value in vars(obj).values() if callable(value)):
+                return False
         for attr in dir(obj):
             try:
                 if self.pm.parse_hookimpl_opts(obj, attr) is not None:
@@ -470,8 +485,6 @@ class Kernel:
     def _import_directory(self, record: _Record) -> types.ModuleType:
         assert record.path is not None
         init = record.path / "__init__.py"
-        if not init.is_file():
-            raise PluginError(f"no __init__.py in {record.path}")
         namespace = self._ensure_namespace_module()
         module_name = f"{self._namespace}.{record.slug}"
         spec = importlib.util.spec_from_file_location(
@@ -653,6 +666,12 @@ class Kernel:
 
 def merge_context(results: list[Any]) -> str:
     """Join ``pre_llm_call`` results: non-blank strings and ``{"context": ...}`` values."""
+    try:
+        # The common case, checked in C: every result is a non-blank string.
+        if all(map(str.strip, results)):
+            return "\n\n".join(results)
+    except TypeError:  # a result that is not a string
+        pass
     pieces = []
     for result in results:
         if isinstance(result, dict):
@@ -675,10 +694,14 @@ def _block_message(decision: Any) -> str | None:
 
 
 def _call_register(register: Any, ctx: PluginContext, run_sync: Any) -> None:
-    try:
-        takes_args = bool(inspect.signature(register).parameters)
-    except (TypeError, ValueError):
-        takes_args = True
+    code = getattr(register, "__code__", None)
+    if code is not None and inspect.isfunction(register):
+        takes_args = bool(code.co_argcount or code.co_kwonlyargcount or code.co_flags & inspect.CO_VARARGS)
+    else:
+        try:
+            takes_args = bool(inspect.signature(register).parameters)
+        except (TypeError, ValueError):
+            takes_args = True
     result = register(ctx) if takes_args else register()
     if inspect.isawaitable(result):
         run_sync(result)

@@ -62,7 +62,11 @@ def normalize_schema(name: str, schema: Any) -> tuple[dict[str, Any], list[str]]
         schema = schema["function"]
         if not isinstance(schema, dict):
             raise ToolRegistrationError(f"tool '{name}': schema['function'] must be a dict")
-    bare = copy.deepcopy(schema)
+    try:
+        # A copy the plugin cannot change later; also proves the schema is JSON.
+        bare = json.loads(json.dumps(schema, allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        raise ToolRegistrationError(f"tool '{name}': schema is not JSON-serialisable: {exc}") from None
     declared = bare.get("name")
     if declared is None:
         bare["name"] = name
