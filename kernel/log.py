@@ -53,6 +53,20 @@ _PRE_CHAIN: list[Any] = [
 ]
 
 
+class KernelLogger(structlog.stdlib.BoundLogger):
+    """A structlog stdlib logger whose disabled levels cost one cached check, not a processor run."""
+
+    def debug(self, event: str | None = None, *args: Any, **kw: Any) -> Any:
+        if not self._logger.isEnabledFor(logging.DEBUG):
+            return None
+        return super().debug(event, *args, **kw)
+
+    def info(self, event: str | None = None, *args: Any, **kw: Any) -> Any:
+        if not self._logger.isEnabledFor(logging.INFO):
+            return None
+        return super().info(event, *args, **kw)
+
+
 class _LazyFileHandler(logging.FileHandler):
     """A file handler that creates its directory with the first record."""
 
@@ -91,14 +105,14 @@ class KernelLogging:
                 target.addHandler(handler)
             target.setLevel(logging.DEBUG if debug else logging.WARNING)
 
-        self.logger = structlog.wrap_logger(
+        self.logger = KernelLogger(
             self.stdlib,
-            processors=[
+            [
                 structlog.stdlib.filter_by_level,
                 *_PRE_CHAIN,
                 structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
             ],
-            wrapper_class=structlog.stdlib.BoundLogger,
+            {},
         )
 
     def close(self) -> None:
