@@ -287,6 +287,8 @@ class Kernel:
         """
         name = name or getattr(obj, "__name__", None) or type(obj).__name__
         with self._lock:
+            if self._closed:
+                raise PluginError(f"cannot register plugin '{name}': this kernel has been shut down")
             if name in self._records:
                 raise PluginError(f"a plugin named '{name}' is already registered; choose another name")
             file = getattr(obj, "__file__", None)

@@ -121,6 +121,12 @@ def make_kernel(home: Path, bundled: Path) -> Iterator[Callable[..., Kernel]]:
         k.shutdown()
 
 
+def agent_log(home: Path) -> str:
+    """The text of ``<home>/logs/agent.log`` ("" when nothing was logged)."""
+    path = home / "logs" / "agent.log"
+    return path.read_text(encoding="utf-8") if path.is_file() else ""
+
+
 def run_json(text: str) -> Any:
     """Parse a tool result, failing the test with the text when it is not JSON."""
     try:

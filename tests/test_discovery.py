@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import CLI, REPO, cli_env, run_json, write_plugin
+from conftest import CLI, REPO, agent_log, cli_env, run_json, write_plugin
 
 from kernel import Kernel
 
@@ -106,11 +106,6 @@ def count(marks: Path, tag: str, what: str = "register") -> int:
     if not path.exists():
         return 0
     return len(path.read_text().splitlines())
-
-
-def agent_log(home: Path) -> str:
-    path = home / "logs" / "agent.log"
-    return path.read_text(encoding="utf-8") if path.exists() else ""
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import run_json, write_plugin
+from conftest import agent_log, run_json, write_plugin
 
 from kernel import Kernel, PluginError, hookimpl
 
@@ -37,12 +37,6 @@ def returning_plugin(hook: str, *values: str) -> str:
     if not values:
         lines.append("    pass")
     return "\n".join(lines) + "\n"
-
-
-def log_text(home: Path) -> str:
-    path = home / "logs" / "agent.log"
-    assert path.is_file(), f"{path} was not written"
-    return path.read_text(encoding="utf-8")
 
 
 class Native:
@@ -321,7 +315,7 @@ def test_failing_callbacks_are_disabled_and_the_rest_still_run(
     assert sink.calls == ["b_faulty", "c_quitter"]
 
     # Logged with plugin and hook names.
-    text = log_text(home)
+    text = agent_log(home)
     lines = [line for line in text.splitlines() if "b_faulty" in line and hook in line]
     assert lines, text
     assert any("faulty value 1234" in line or "ValueError" in line for line in lines), text
@@ -684,7 +678,7 @@ def test_unknown_hook_is_kept_with_a_warning_and_fires(
     assert not [w for w in info.warnings if "on_session_start" in w], info.warnings
     assert k.invoke_hook("on_custom_event", payload="x") == ["custom saw x"]
     assert k.invoke_hook("on_session_start", **SESSION) == ["known"]
-    assert "on_custom_event" in log_text(home)
+    assert "on_custom_event" in agent_log(home)
 
 
 # --------------------------------------------------------------------------

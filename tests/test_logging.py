@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import write_plugin
+from conftest import agent_log, write_plugin
 
 from kernel import Kernel
 
@@ -18,18 +18,13 @@ LINE = re.compile(
 )
 
 
-def log_text(home: Path) -> str:
-    path = home / "logs" / "agent.log"
-    return path.read_text(encoding="utf-8") if path.is_file() else ""
-
-
 def parsed(home: Path) -> list[re.Match[str]]:
     """The record lines of agent.log (traceback continuation lines skipped)."""
-    return [m for line in log_text(home).splitlines() if (m := LINE.match(line))]
+    return [m for line in agent_log(home).splitlines() if (m := LINE.match(line))]
 
 
 def lines_with(home: Path, *words: str) -> list[str]:
-    return [line for line in log_text(home).splitlines() if all(w in line for w in words)]
+    return [line for line in agent_log(home).splitlines() if all(w in line for w in words)]
 
 
 HOOK_FAILS = """
@@ -50,21 +45,21 @@ def test_warnings_reach_agent_log_with_plugin_and_hook_names(plugin_dir, make_ke
     assert "on_session_start" in k.plugin("hookfail").disabled_hooks
 
     load_failed = lines_with(home, "plugin_load_failed")
-    assert len(load_failed) == 1, log_text(home)
+    assert len(load_failed) == 1, agent_log(home)
     assert "plugin=unimportable" in load_failed[0]
     assert "not_a_module_hk_logging" in load_failed[0]
     hook_failed = lines_with(home, "hook_failed")
-    assert len(hook_failed) == 1, log_text(home)
+    assert len(hook_failed) == 1, agent_log(home)
     assert "plugin=hookfail" in hook_failed[0]
     assert "hook=on_session_start" in hook_failed[0]
     assert "hook went wrong" in hook_failed[0]
 
     records = parsed(home)
-    assert records, log_text(home)
+    assert records, agent_log(home)
     assert {m["name"] for m in records} <= {"warning", "error", "critical"}
-    assert "[debug" not in log_text(home)
-    assert "plugin_found" not in log_text(home)
-    assert "source_scanned" not in log_text(home)
+    assert "[debug" not in agent_log(home)
+    assert "plugin_found" not in agent_log(home)
+    assert "source_scanned" not in agent_log(home)
 
 
 def test_debug_lines_go_to_agent_log_and_stderr(plugin_dir, home, bundled, monkeypatch, capfd):
@@ -77,7 +72,7 @@ def test_debug_lines_go_to_agent_log_and_stderr(plugin_dir, home, bundled, monke
         k.load()
     finally:
         k.shutdown()
-    text = log_text(home)
+    text = agent_log(home)
     levels = {m["name"] for m in parsed(home)}
     assert "debug" in levels and "warning" in levels, text
     for event in ("source_scanned", "plugin_found", "plugin_registered", "skip"):
@@ -132,7 +127,7 @@ def test_stdlib_logging_of_plugins_renders_like_kernel_lines(plugin_dir, make_ke
     assert len(ctx_line["level"]) == len(kernel_line["level"])
     assert plugin_line["logger"].startswith(k._namespace)
     assert kernel_line["logger"] != plugin_line["logger"]
-    assert "stdlib debug detail" not in log_text(home)
+    assert "stdlib debug detail" not in agent_log(home)
 
 
 def test_stdlib_debug_of_plugins_with_the_debug_variable(plugin_dir, home, bundled, monkeypatch):
@@ -147,7 +142,7 @@ def test_stdlib_debug_of_plugins_with_the_debug_variable(plugin_dir, home, bundl
 def test_secret_looking_keys_are_redacted(make_kernel, home):
     k = make_kernel()
     k.log.warning("provider_configured", api_key="sk-123", auth_token="tok-456", model="gpt-x")
-    text = log_text(home)
+    text = agent_log(home)
     assert "provider_configured" in text
     assert "sk-123" not in text
     assert "tok-456" not in text
@@ -173,7 +168,7 @@ def test_two_kernels_write_to_their_own_agent_log(tmp_path, bundled):
     finally:
         ka.shutdown()
         kb.shutdown()
-    text_a, text_b = log_text(home_a), log_text(home_b)
+    text_a, text_b = agent_log(home_a), agent_log(home_b)
     assert "only_for_a" in text_a and "from alpha" in text_a
     assert "only_for_b" in text_b and "from beta" in text_b
     assert "only_for_b" not in text_a and "from beta" not in text_a
@@ -187,8 +182,8 @@ def test_shutdown_detaches_the_handlers(tmp_path, bundled):
     old.log.warning("before_shutdown")
     namespace = old._namespace
     old.shutdown()
-    assert "before_shutdown" in log_text(old_home)
-    before = log_text(old_home)
+    assert "before_shutdown" in agent_log(old_home)
+    before = agent_log(old_home)
 
     write_plugin(
         new_home / "plugins",
@@ -203,8 +198,8 @@ def test_shutdown_detaches_the_handlers(tmp_path, bundled):
         new.log.warning("after_shutdown")
     finally:
         new.shutdown()
-    assert log_text(old_home) == before
-    after = log_text(new_home)
+    assert agent_log(old_home) == before
+    after = agent_log(new_home)
     assert "after_shutdown" in after
     assert "late plugin line" in after
 
@@ -216,5 +211,5 @@ def test_falsy_debug_values_do_not_enable_debug(plugin_dir, home, bundled, monke
     with Kernel(home=home) as k:
         k.load()
         k.log.warning("marker")
-    assert "plugin_found" not in log_text(home)
+    assert "plugin_found" not in agent_log(home)
     assert "plugin_found" not in capfd.readouterr().err

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import run_json
+from conftest import agent_log, run_json
 
 from kernel import Kernel
 
@@ -36,11 +36,6 @@ def tool_plugin(plugin_dir: Any, name: str, body: str, header: str = "") -> Path
     indented = "\n".join("    " + line for line in lines)
     code = f"import json\n{header}\n\ndef register(ctx):\n{indented}\n"
     return plugin_dir(name, code)
-
-
-def agent_log(home: Path) -> str:
-    path = home / "logs" / "agent.log"
-    return path.read_text(encoding="utf-8") if path.is_file() else ""
 
 
 # --------------------------------------------------------------------------- registration
