@@ -10,17 +10,28 @@ import tempfile
 from collections.abc import Sequence
 from typing import Any
 
+from .commands import CliCommand
 from .kernel import Kernel, PluginInfo
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = _parser()
-    args = parser.parse_args(argv)
-    handler = getattr(args, "handler", None)
-    if handler is None:
-        parser.print_help()
-        return 2
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser, commands = _parser()
+    kernel: Kernel | None = None
+    first = next((a for a in argv if not a.startswith("-")), None)
     try:
+        if first is None or first not in commands.choices:
+            # A plugin's command, or --help: the plugins' CLI commands are needed.
+            kernel = _loaded_kernel()
+            _add_plugin_commands(commands, kernel)
+        args = parser.parse_args(argv)
+        plugin_command = getattr(args, "plugin_command", None)
+        if plugin_command is not None and kernel is not None:
+            return _run_plugin_command(plugin_command, args)
+        handler = getattr(args, "handler", None)
+        if handler is None:
+            parser.print_help()
+            return 2
         return int(handler(args) or 0)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
@@ -29,9 +40,48 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The reader (e.g. `| head`) went away; say nothing more.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    finally:
+        if kernel is not None:
+            kernel.shutdown()
 
 
-def _parser() -> argparse.ArgumentParser:
+def _add_plugin_commands(commands: Any, kernel: Kernel) -> None:
+    """Add each plugin's ``hermes-kernel <name>``; a setup that fails is reported, not fatal."""
+    for name, command in sorted(kernel.cli_commands.items()):
+        sub = commands.add_parser(
+            name,
+            help=f"{command.help} [plugin {command.plugin}]",
+            description=command.description or command.help,
+        )
+        sub.set_defaults(plugin_command=command)
+        try:
+            command.setup_fn(sub)
+        except Exception as exc:
+            print(
+                f"warning: plugin '{command.plugin}': setting up command '{name}' failed: "
+                f"{type(exc).__name__}: {exc}",
+                file=sys.stderr,
+            )
+
+
+def _run_plugin_command(command: CliCommand, args: argparse.Namespace) -> int:
+    handler = command.handler_fn or getattr(args, "func", None)
+    if handler is None:
+        print(f"error: plugin '{command.plugin}' gave command '{command.name}' no handler", file=sys.stderr)
+        return 2
+    try:
+        result = handler(args)
+    except Exception as exc:
+        print(
+            f"error: command '{command.name}' of plugin '{command.plugin}' failed: "
+            f"{type(exc).__name__}: {exc}",
+            file=sys.stderr,
+        )
+        return 1
+    return result if isinstance(result, int) and not isinstance(result, bool) else 0
+
+
+def _parser() -> tuple[argparse.ArgumentParser, Any]:
     parser = argparse.ArgumentParser(
         prog="hermes-kernel",
         description="A plugin kernel for AI agents, compatible with Hermes Agent plugins.",
@@ -58,7 +108,7 @@ def _parser() -> argparse.ArgumentParser:
 
     demo = commands.add_parser("demo", help="run the bundled calculator through the kernel in a scratch home")
     demo.set_defaults(handler=_demo)
-    return parser
+    return parser, commands
 
 
 def _loaded_kernel(home: str | None = None) -> Kernel:

@@ -11,8 +11,10 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .commands import CLI_BUILTINS, CliCommand, CommandRefused, normalize_command_name
 from .hooks import adapt_hermes_callback
 from .manifest import Manifest
+from .settings import get_setting, write_setting
 from .tools import ToolConflict
 
 if TYPE_CHECKING:
@@ -131,6 +133,124 @@ class PluginContext:
         record.callbacks.append(cb)
         self._undo.append(lambda: kernel._hooks.remove(cb))
         self._undo.append(lambda: record.callbacks.remove(cb))
+
+    def dispatch_tool(
+        self,
+        tool_name: str,
+        args: dict[str, Any] | str | None = None,
+        *,
+        parent_agent: Any = None,
+        **context: Any,
+    ) -> str:
+        """Run another tool through the same pipeline as a model's call; always a JSON string.
+
+        The session and task of the call in progress (or of ``parent_agent``,
+        read from its ``session_id`` / ``task_id`` attributes) are passed on, and
+        the hooks see ``caller_plugin`` set to this plugin.
+        """
+        if parent_agent is not None:
+            for key in ("session_id", "task_id"):
+                value = getattr(parent_agent, key, None)
+                if value is not None:
+                    context.setdefault(key, value)
+        context["caller_plugin"] = self._record.name
+        return self._kernel.tools.dispatch(tool_name, args, **context)
+
+    # -- commands ----------------------------------------------------------------
+
+    def register_command(
+        self,
+        name: str,
+        handler: Callable[[str], Any],
+        description: str = "",
+        args_hint: str = "",
+        argument_mode: str | None = None,
+        **extra: Any,
+    ) -> None:
+        """Add the slash command ``/name``; ``handler(raw_args) -> str | None`` (may be async).
+
+        A name taken by a built-in or by another plugin is refused with a
+        warning recorded on this plugin; the rest of the plugin still loads.
+        """
+        kernel, record = self._kernel, self._record
+        description = description or str(extra.pop("help", "") or "")
+        if extra:
+            record.warnings.append(
+                f"register_command({name!r}): ignored keyword(s) {', '.join(sorted(extra))}"
+            )
+        try:
+            command = kernel.commands.register(
+                name, handler, plugin=record.name, description=description, args_hint=args_hint
+            )
+        except CommandRefused as exc:
+            record.warnings.append(str(exc))
+            kernel.log.warning("command_refused", plugin=record.name, command=name, reason=str(exc))
+            return
+        record.commands.append(command.name)
+        self._undo.append(lambda: kernel.commands.unregister(command.name))
+        self._undo.append(lambda: record.commands.remove(command.name))
+
+    def register_cli_command(
+        self,
+        name: str,
+        help: str,
+        setup_fn: Callable[[Any], Any],
+        handler_fn: Callable[[Any], Any] | None = None,
+        description: str = "",
+    ) -> None:
+        """Add ``hermes-kernel <name>``: ``setup_fn(subparser)`` builds it, ``handler_fn(args)`` runs it.
+
+        A name of the command line's own, or one another plugin took, is
+        refused with a warning recorded on this plugin.
+        """
+        kernel, record = self._kernel, self._record
+        if not callable(setup_fn) or (handler_fn is not None and not callable(handler_fn)):
+            raise TypeError(f"register_cli_command({name!r}): setup_fn and handler_fn must be callable")
+        normalized = normalize_command_name(name)
+        taken = kernel.cli_commands.get(normalized)
+        if not normalized or normalized in CLI_BUILTINS or taken is not None:
+            owner = "the command line itself" if taken is None else f"plugin '{taken.plugin}'"
+            warning = f"CLI command '{normalized or name}' of plugin '{record.name}' refused: {owner} has it"
+            record.warnings.append(warning)
+            kernel.log.warning("cli_command_refused", plugin=record.name, command=name)
+            return
+        kernel.cli_commands[normalized] = CliCommand(
+            normalized, str(help or ""), setup_fn, handler_fn, record.name, str(description or "")
+        )
+        record.cli_commands.append(normalized)
+        self._undo.append(lambda: kernel.cli_commands.pop(normalized, None))
+        self._undo.append(lambda: record.cli_commands.remove(normalized))
+
+    # -- skills ------------------------------------------------------------------
+
+    def register_skill(
+        self, name: str, path: str | Path, description: str = "", frontmatter: Any = None
+    ) -> None:
+        """Offer a read-only skill, addressed as ``<plugin>:<name>``.
+
+        ``path`` is a ``SKILL.md`` file (or a directory holding one) inside the
+        plugin's directory.  A bad name raises ``ValueError``, a missing file
+        ``FileNotFoundError``, a path outside the plugin ``ValueError``.
+        """
+        kernel, record = self._kernel, self._record
+        skill = kernel.skills.register(record.name, name, path, description, root=record.path)
+        record.skills.append(skill.name)
+        self._undo.append(lambda: kernel.skills.unregister(skill.qualified_name))
+        self._undo.append(lambda: record.skills.remove(skill.name))
+
+    # -- settings ----------------------------------------------------------------
+
+    def get_config(self, key: str, default: Any = None) -> Any:
+        """``plugins.entries.<plugin_id>.settings.<key>`` (dotted), or ``default``."""
+        return copy.deepcopy(get_setting(self._kernel.config, self.plugin_id, key, default))
+
+    def set_config(self, key: str, value: Any) -> None:
+        """Store ``value`` at this plugin's ``settings.<key>`` in ``<home>/config.yaml``, atomically.
+
+        A key that is not plain names joined by dots raises ``ValueError``: a
+        plugin can change only its own settings.
+        """
+        write_setting(self._kernel.home, self._kernel.config, self.plugin_id, key, copy.deepcopy(value))
 
     # -- ledger ------------------------------------------------------------------
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import gc
 import importlib.util
 import inspect
@@ -19,8 +20,10 @@ from typing import Any, ClassVar
 import pluggy
 
 from . import hookspecs
+from .commands import CliCommand, CommandRegistry
 from .config import load_config, read_dotenv, resolve_home, section, truthy
 from .context import PluginContext
+from .decisions import ApprovalRequest, Approver, Verdict, merge_decisions, parse_decision, terminal_approver
 from .discovery import Candidate, bundled_root, merge_sources, scan_entry_points, scan_root
 from .hooks import (
     CONTAINED,
@@ -35,10 +38,14 @@ from .hooks import (
 from .log import KernelLogging
 from .manifest import Manifest
 from .markers import PROJECT_NAME
+from .skills import VIEW_SCHEMA, SkillRegistry
 from .slots import SlotError, SlotRegistry
 from .tools import ToolRegistry
 
 _COROUTINE = types.CoroutineType
+
+# The owner of the kernel's own tools (``skill_view``) in the tool registry.
+BUILTIN_PLUGIN = "builtin"
 
 
 class PluginError(Exception):
@@ -64,6 +71,8 @@ class PluginInfo:
     warnings: list[str] = field(default_factory=list)
     hook_errors: dict[str, str] = field(default_factory=dict)
     overrides: list[str] = field(default_factory=list)
+    cli_commands: list[str] = field(default_factory=list)
+    skills: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -84,6 +93,8 @@ class _Record:
     error: str | None = None
     tools: list[str] = field(default_factory=list)
     commands: list[str] = field(default_factory=list)
+    cli_commands: list[str] = field(default_factory=list)
+    skills: list[str] = field(default_factory=list)
     callbacks: list[Callback] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     overrides: list[str] = field(default_factory=list)
@@ -133,6 +144,8 @@ class _Record:
             warnings=list(self.warnings),
             hook_errors=hook_errors,
             overrides=list(self.overrides),
+            cli_commands=list(self.cli_commands),
+            skills=list(self.skills),
         )
 
 
@@ -164,8 +177,9 @@ class Kernel:
 
     ``Kernel(home=None, config=None)`` then :meth:`load`, use, :meth:`shutdown`.
     ``home`` defaults to ``$HERMES_HOME``, else ``~/.hermes``; ``config`` is a
-    mapping deep-merged over ``<home>/config.yaml``.  Nothing is imported or
-    fired at construction time.
+    mapping deep-merged over ``<home>/config.yaml``.  ``approver`` answers
+    ``pre_tool_call`` approval requests (default: ask on the terminal, deny
+    without one).  Nothing is imported or fired at construction time.
     """
 
     _namespaces_in_use: ClassVar[set[str]] = set()
@@ -175,8 +189,11 @@ class Kernel:
         self,
         home: str | os.PathLike[str] | None = None,
         config: Mapping[str, Any] | None = None,
+        *,
+        approver: Approver | None = None,
     ) -> None:
         self.home: Path = resolve_home(home)
+        self.approver: Approver = approver or terminal_approver
         self.config, self.problems = load_config(self.home, config)
         self.debug = truthy(os.environ.get("HERMES_PLUGINS_DEBUG"))
         self._namespace = self._claim_namespace()
@@ -189,6 +206,9 @@ class Kernel:
         self._chains = self._hooks.chains
         self.tools = ToolRegistry(self)
         self.slots = SlotRegistry()
+        self.commands = CommandRegistry(self)
+        self.cli_commands: dict[str, CliCommand] = {}
+        self.skills = SkillRegistry(self.home)
         self.pm = _KernelPluginManager(self)
         self.pm.add_hookspecs(hookspecs)
         self.hook_names: list[str] = sorted(
@@ -231,6 +251,7 @@ class Kernel:
                 for key in sorted(merged, key=plugin_order):
                     self._load_candidate(merged[key], disabled)
             self._fire_slots(None)
+            self._add_builtin_tools()
             enabled = sum(1 for r in self._records.values() if r.enabled)
             self.log.info("plugin_discovery_complete", found=len(self._records), enabled=enabled)
         return self.plugins
@@ -299,6 +320,7 @@ class Kernel:
                 del self._records[name]
                 raise PluginError(f"plugin '{name}': {error}")
             self._fire_slots(name)
+            self._add_builtin_tools()
             return record.info()
 
     def unregister(self, name: str) -> None:
@@ -426,6 +448,8 @@ class Kernel:
         phase = "import"
         try:
             target = load_target()
+            if record.path is None and inspect.ismodule(target) and getattr(target, "__file__", None):
+                record.path = Path(target.__file__).parent
             phase = "register"
             self._register_target(record, target, ctx)
         except BaseException as exc:
@@ -470,6 +494,12 @@ class Kernel:
             _call_register(register, ctx, self._hooks.run_sync)
         if native:
             self.pm.register(target, name=record.name)
+
+    def _add_builtin_tools(self) -> None:
+        """The kernel's own tools: ``skill_view`` once there is a skill to view."""
+        if "skill_view" in self.tools or not self.skills.all():
+            return
+        self.tools.register("skill_view", "skills", VIEW_SCHEMA, self.skills.view_tool, plugin=BUILTIN_PLUGIN)
 
     def _has_hookimpls(self, obj: Any) -> bool:
         if inspect.ismodule(obj):
@@ -609,6 +639,12 @@ class Kernel:
         self._hooks.remove_plugin(name)
         for tool in record.tools:
             self.tools.unregister(tool)
+        for command in record.commands:
+            self.commands.unregister(command)
+        for cli_command in record.cli_commands:
+            self.cli_commands.pop(cli_command, None)
+        for skill in record.skills:
+            self.skills.unregister(f"{name}:{skill}")
         self.slots.remove_plugin(name)
         if record.module_name:
             _evict_modules(record.module_name)
@@ -626,21 +662,65 @@ class Kernel:
             exc_info=exc if self.debug else None,
         )
 
-    def _gate_tool_call(self, **kwargs: Any) -> str | None:
-        """Fire ``pre_tool_call``; return the block message, or ``None`` to proceed."""
+    def _decide_tool_call(self, tool_name: str, args: dict[str, Any], context: dict[str, Any]) -> Verdict:
+        """Fire ``pre_tool_call``, merge the decisions, and ask the approver when one asks for it."""
         failures: list[Callback] = []
+        kwargs = {**context, "tool_name": tool_name, "args": copy.deepcopy(args)}
         pairs = self._hooks.invoke_pairs("pre_tool_call", kwargs, failures)
         if failures:
             cb = failures[0]
-            return (
-                f"tool call blocked: the pre_tool_call hook of plugin '{cb.plugin}' failed ({cb.error}); "
-                "that hook is now disabled"
+            return Verdict(
+                blocked=(
+                    f"tool call blocked: the pre_tool_call hook of plugin '{cb.plugin}' failed ({cb.error}); "
+                    "that hook is now disabled"
+                ),
+                args=args,
             )
-        for cb, decision in pairs:
-            message = _block_message(decision)
-            if message is not None:
-                return message or f"tool call blocked by plugin '{cb.plugin}'"
-        return None
+        decisions = []
+        for cb, value in pairs:
+            try:
+                decision = parse_decision(value)
+            except ValueError as exc:
+                self.log.warning(
+                    "tool_decision_malformed",
+                    plugin=cb.plugin,
+                    tool=tool_name,
+                    problem=str(exc),
+                    value=repr(value),
+                )
+                continue
+            if decision is not None:
+                decisions.append((cb.plugin, decision))
+        verdict = merge_decisions(args, decisions)
+        if verdict.blocked is None:
+            for plugin, message, rule_key in verdict.approvals:
+                request = ApprovalRequest(
+                    tool_name=tool_name,
+                    args=copy.deepcopy(verdict.args),
+                    message=message,
+                    plugin=plugin,
+                    rule_key=rule_key,
+                    session_id=context.get("session_id"),
+                    task_id=context.get("task_id"),
+                )
+                if not self._approve(request):
+                    reason = f": {message}" if message else ""
+                    verdict.blocked = (
+                        f"tool call to '{tool_name}' was not approved (asked by plugin '{plugin}'){reason}"
+                    )
+                    break
+        return verdict
+
+    def _approve(self, request: ApprovalRequest) -> bool:
+        try:
+            allowed = bool(self.approver(request))
+        except BaseException as exc:
+            if not isinstance(exc, CONTAINED):
+                raise
+            self.log.warning("approver_failed", tool=request.tool_name, error=f"{type(exc).__name__}: {exc}")
+            return False
+        self.log.info("tool_approval", tool=request.tool_name, plugin=request.plugin, allowed=allowed)
+        return allowed
 
     # -- internals: module namespace ---------------------------------------------
 
@@ -685,16 +765,6 @@ def merge_context(results: list[Any]) -> str:
         if isinstance(result, str) and result.strip():
             pieces.append(result)
     return "\n\n".join(pieces)
-
-
-def _block_message(decision: Any) -> str | None:
-    if not isinstance(decision, dict):
-        return None
-    if decision.get("action") == "block":
-        return str(decision.get("message") or "")
-    if decision.get("decision") == "block":
-        return str(decision.get("reason") or decision.get("message") or "")
-    return None
 
 
 def _call_register(register: Any, ctx: PluginContext, run_sync: Any) -> None:

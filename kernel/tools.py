@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import difflib
 import inspect
@@ -10,7 +11,8 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +29,10 @@ HOOK_CONTEXT_KEYS = ("task_id", "session_id", "tool_call_id", "turn_id", "api_re
 PIPELINE_KEYS = frozenset(
     {"tool_name", "args", "result", "duration_ms", "status", "error_type", "error_message"}
 )
+
+
+# The context of the tool or command call in progress, inherited by nested dispatches.
+_CALL_CONTEXT: ContextVar[dict[str, Any]] = ContextVar("hermes_kernel_call_context", default={})  # noqa: B039
 
 
 class ToolRegistrationError(ValueError):
@@ -263,11 +269,23 @@ class ToolRegistry:
 
     # -- dispatch ----------------------------------------------------------
 
+    @contextlib.contextmanager
+    def call_context(self, **context: Any) -> Iterator[dict[str, Any]]:
+        """Make ``context`` (``session_id``, ``task_id``, ...) what nested dispatches inherit."""
+        merged = {**_CALL_CONTEXT.get(), **{k: v for k, v in context.items() if v is not None}}
+        token = _CALL_CONTEXT.set(merged)
+        try:
+            yield merged
+        finally:
+            _CALL_CONTEXT.reset(token)
+
     def dispatch(self, name: str, args: Any = None, **context: Any) -> str:
         """Run tool ``name`` through the whole pipeline; always return a JSON string.
 
         ``context`` (``task_id``, ``session_id``, ``tool_call_id``, ...) is
-        passed to the hooks and to the handler as keyword arguments.
+        passed to the hooks and to the handler as keyword arguments; what is
+        not given is inherited from the call in progress (a tool or command
+        handler that dispatches another tool).
         """
         tool = self._tools.get(name)
         if tool is None:
@@ -280,28 +298,35 @@ class ToolRegistry:
             return error_json(f"tool '{name}' is not available: {reason}")
 
         kernel = self._kernel
-        context = {k: v for k, v in context.items() if k not in PIPELINE_KEYS}
-        base = {**dict.fromkeys(HOOK_CONTEXT_KEYS), **context, "tool_name": name}
-        blocked = kernel._gate_tool_call(**{**base, "args": copy.deepcopy(parsed)})
-        if blocked is not None:
-            return error_json(blocked)
-
-        start = time.perf_counter()
-        result, status, error_type, error_message = self._run_handler(tool, parsed, context)
-        outcome = {**base, "status": status, "error_type": error_type, "error_message": error_message}
-        kernel.invoke_hook(
-            "post_tool_call",
-            **outcome,
-            args=copy.deepcopy(parsed),
-            result=result,
-            duration_ms=int((time.perf_counter() - start) * 1000),
-        )
-        for replacement in kernel.invoke_hook(
-            "transform_tool_result", **outcome, args=copy.deepcopy(parsed), result=result
-        ):
-            if isinstance(replacement, str):
-                result = _as_json_text(replacement)
-                break
+        given = {k: v for k, v in context.items() if k not in PIPELINE_KEYS}
+        with self.call_context(**given) as inherited:
+            context = {**dict.fromkeys(HOOK_CONTEXT_KEYS), **inherited, **given}
+            verdict = kernel._decide_tool_call(name, parsed, context)
+            if verdict.blocked is not None:
+                return error_json(verdict.blocked)
+            parsed = verdict.args
+            start = time.perf_counter()
+            result, status, error_type, error_message = self._run_handler(tool, parsed, context)
+            outcome = {
+                **context,
+                "tool_name": name,
+                "status": status,
+                "error_type": error_type,
+                "error_message": error_message,
+            }
+            kernel.invoke_hook(
+                "post_tool_call",
+                **outcome,
+                args=copy.deepcopy(parsed),
+                result=result,
+                duration_ms=int((time.perf_counter() - start) * 1000),
+            )
+            for replacement in kernel.invoke_hook(
+                "transform_tool_result", **outcome, args=copy.deepcopy(parsed), result=result
+            ):
+                if isinstance(replacement, str):
+                    result = _as_json_text(replacement)
+                    break
         return result
 
     def _run_handler(

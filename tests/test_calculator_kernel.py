@@ -103,7 +103,8 @@ def test_unit_case_matters(calc_kernel):
 def test_schemas_list_both_tools_with_the_calculator_descriptions(calc_kernel):
     module = calculator_module(calc_kernel)
     schemas = {s["function"]["name"]: s for s in calc_kernel.tools.schemas()}
-    assert set(schemas) == {"calculate", "unit_convert"}
+    # The calculator ships a skill, so the kernel's own skill_view tool is offered too.
+    assert set(schemas) == {"calculate", "unit_convert", "skill_view"}
     for name, declared in (
         ("calculate", module.schemas.CALCULATE),
         ("unit_convert", module.schemas.UNIT_CONVERT),
@@ -117,6 +118,9 @@ def test_schemas_list_both_tools_with_the_calculator_descriptions(calc_kernel):
     tools = {t.name: t for t in calc_kernel.tools.all()}
     assert tools["calculate"].toolset == "calculator"
     assert tools["calculate"].plugin == "calculator"
+    assert tools["calculate"].emoji == tools["unit_convert"].emoji == "🧮"
+    assert tools["calculate"].handler is module.tools.calculate
+    assert tools["skill_view"].plugin == "builtin"
 
 
 def test_post_tool_call_hook_records_every_call(calc_kernel):
@@ -151,3 +155,15 @@ def test_second_live_kernel_uses_its_own_module(calc_kernel, tmp_path):
         assert first.recent_calls() == []
     finally:
         other.shutdown()
+
+
+def test_calculator_skill_is_registered_and_viewable(calc_kernel):
+    info = calc_kernel.plugin("calculator")
+    assert info.skills == ["calculator"]
+    assert info.hooks == ["post_tool_call"]
+    text = run_json(calc_kernel.tools.dispatch("skill_view", {"name": "calculator:calculator"}))["content"]
+    assert text.startswith("[Skill 'calculator:calculator' from plugin 'calculator' (read-only).]")
+    assert "unit_convert" in text and "calculate" in text
+    # A bare name means a skill of the host's own; the plugin's skill does not answer to it.
+    error = run_json(calc_kernel.tools.dispatch("skill_view", {"name": "calculator"}))["error"]
+    assert "no skill named 'calculator'" in error

@@ -701,39 +701,9 @@ def test_unit_convert_description_lists_every_unit() -> None:
 # --------------------------------------------------------------------------- registration and hook
 
 
-class FakeContext:
-    """Records what a plugin registers."""
-
-    def __init__(self) -> None:
-        self.tools: list[dict[str, Any]] = []
-        self.hooks: list[tuple[str, Any]] = []
-
-    def register_tool(self, **kwargs: Any) -> None:
-        self.tools.append(kwargs)
-
-    def register_hook(self, name: str, callback: Any) -> None:
-        self.hooks.append((name, callback))
-
-
 @pytest.fixture
 def empty_call_log() -> None:
     plugin._call_log.clear()
-
-
-def test_register_registers_both_tools_and_the_hook() -> None:
-    ctx = FakeContext()
-    plugin.register(ctx)
-    assert [tool["name"] for tool in ctx.tools] == ["calculate", "unit_convert"]
-    calculate, unit_convert = ctx.tools
-    assert calculate["toolset"] == unit_convert["toolset"] == "calculator"
-    assert calculate["schema"] is schemas.CALCULATE
-    assert unit_convert["schema"] is schemas.UNIT_CONVERT
-    assert calculate["handler"] is tools.calculate
-    assert unit_convert["handler"] is tools.unit_convert
-    assert calculate["emoji"] == unit_convert["emoji"] == "🧮"
-    assert calculate["description"] and unit_convert["description"]
-    assert ctx.hooks == [("post_tool_call", plugin._on_post_tool_call)]
-    assert _strict_loads(calculate["handler"]({"expression": "2**16"}))["result"] == 65536
 
 
 def test_hook_records_every_tool_call(empty_call_log: None, caplog: pytest.LogCaptureFixture) -> None:

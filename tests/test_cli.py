@@ -165,7 +165,7 @@ def test_tools_list_text_and_json(cli_home):
     schemas = json.loads(as_json.stdout)
     assert all(s["type"] == "function" for s in schemas)
     names = [s["function"]["name"] for s in schemas]
-    assert set(names) == {"calculate", "unit_convert", "greet"}
+    assert set(names) == {"calculate", "unit_convert", "greet", "skill_view"}
     calc = next(s["function"] for s in schemas if s["function"]["name"] == "calculate")
     assert calc["parameters"]["required"] == ["expression"]
 

@@ -1,19 +1,23 @@
 """Calculator plugin: safe math evaluation and unit conversion tools.
 
 Registers the ``calculate`` and ``unit_convert`` tools in the ``calculator``
-toolset and a ``post_tool_call`` hook that keeps a small in-memory log of the
-most recent tool calls (of every tool, not only this plugin's).
+toolset, a ``post_tool_call`` hook that keeps a small in-memory log of the
+most recent tool calls (of every tool, not only this plugin's), and the skills
+under ``skills/`` (``calculator:calculator``).
 """
 
 from __future__ import annotations
 
 import logging
 from collections import deque
+from pathlib import Path
 from typing import Any
 
 from . import schemas, tools
 
 logger = logging.getLogger(__name__)
+
+SKILLS_DIR = Path(__file__).parent / "skills"
 
 #: How many tool calls :func:`recent_calls` remembers.
 MAX_LOGGED_CALLS = 100
@@ -53,7 +57,7 @@ def recent_calls() -> list[dict[str, Any]]:
 
 
 def register(ctx: Any) -> None:
-    """Register the calculator tools and the post_tool_call hook with the plugin context."""
+    """Register the calculator tools, the post_tool_call hook and the skills with the plugin context."""
     ctx.register_tool(
         name="calculate",
         toolset="calculator",
@@ -71,3 +75,6 @@ def register(ctx: Any) -> None:
         emoji="🧮",
     )
     ctx.register_hook("post_tool_call", _on_post_tool_call)
+    for skill_dir in sorted(SKILLS_DIR.iterdir()):
+        if (skill_dir / "SKILL.md").is_file():
+            ctx.register_skill(skill_dir.name, skill_dir / "SKILL.md")

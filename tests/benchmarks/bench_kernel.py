@@ -191,7 +191,7 @@ report = {
     "loaded": sum(1 for p in plugins if p.enabled and p.source == "user"),
     "failed": [p.name + ": " + str(p.error) for p in plugins if not p.enabled][:5],
     "warnings": sum(len(p.warnings) for p in plugins),
-    "tools": len(k.tools.names()),
+    "tools": sum(1 for t in k.tools.all() if t.plugin != "builtin"),
     "hooks": len(k.hook_callbacks("post_tool_call")),
 }
 k.shutdown()

@@ -1,0 +1,281 @@
+"""Slash commands (``/name args``) inside a session: ``k.commands``."""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import re
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .hooks import CONTAINED
+
+if TYPE_CHECKING:
+    from .kernel import Kernel
+
+# Commands of the host.  The kernel answers the first four itself; the others
+# belong to the chat session that embeds it (``k.commands.set_host_handler``).
+BUILTIN_COMMANDS: dict[str, str] = {
+    "help": "List the commands",
+    "plugins": "List the plugins and their state",
+    "tools": "List the tools the model can use",
+    "skills": "List the skills",
+    "new": "Start a new session",
+    "reset": "Reset the current session",
+    "model": "Show or change the model",
+    "quit": "Leave the session",
+    "exit": "Leave the session",
+    "clear": "Clear the screen",
+    "history": "Show the conversation so far",
+    "config": "Show the configuration",
+    "status": "Show the session status",
+    "compress": "Compress the conversation context",
+    "stop": "Stop the running turn",
+}
+
+_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
+
+
+class CommandRefused(ValueError):
+    """A slash command that cannot be registered (bad or taken name)."""
+
+
+@dataclass(frozen=True)
+class Command:
+    """One slash command: a built-in (``plugin`` is ``None``) or a plugin's."""
+
+    name: str
+    description: str
+    handler: Callable[[str], Any] | None
+    plugin: str | None = None
+    args_hint: str = ""
+
+
+def normalize_command_name(name: str) -> str:
+    """Lower case, leading ``/`` dropped, spaces to ``-``: ``" /My Cmd"`` is ``my-cmd``."""
+    return "-".join(str(name).strip().lstrip("/").strip().lower().split())
+
+
+class CommandRegistry:
+    """Built-in and plugin slash commands, and the one way to run them."""
+
+    def __init__(self, kernel: Kernel) -> None:
+        self._kernel = kernel
+        self._commands: dict[str, Command] = {}
+        self._host: dict[str, Callable[[str], Any]] = {}
+        self._lock = threading.Lock()
+        answers = {"help": self._help, "plugins": self._plugins, "tools": self._tools, "skills": self._skills}
+        for name, description in BUILTIN_COMMANDS.items():
+            self._commands[name] = Command(name, description, answers.get(name))
+
+    def register(
+        self,
+        name: str,
+        handler: Callable[[str], Any],
+        *,
+        plugin: str,
+        description: str = "",
+        args_hint: str = "",
+    ) -> Command:
+        """Add ``/name`` for ``plugin``; raise :class:`CommandRefused` naming the clash."""
+        normalized = normalize_command_name(name)
+        if not normalized or not _NAME.match(normalized):
+            raise CommandRefused(
+                f"plugin '{plugin}': command name {name!r} is not usable "
+                "(use letters, digits, '-', '_' or '.')"
+            )
+        if not callable(handler):
+            raise CommandRefused(f"plugin '{plugin}': the handler of /{normalized} is not callable")
+        with self._lock:
+            taken = self._commands.get(normalized)
+            if taken is not None:
+                owner = "a built-in command" if taken.plugin is None else f"plugin '{taken.plugin}'"
+                raise CommandRefused(
+                    f"plugin '{plugin}' tried to register /{normalized}, which {owner} already has; refused"
+                )
+            command = Command(
+                name=normalized,
+                description=str(description or "Plugin command"),
+                handler=handler,
+                plugin=plugin,
+                args_hint=str(args_hint or ""),
+            )
+            self._commands[normalized] = command
+        return command
+
+    def unregister(self, name: str) -> None:
+        with self._lock:
+            command = self._commands.get(name)
+            if command is not None and command.plugin is not None:
+                del self._commands[name]
+
+    def set_host_handler(self, name: str, handler: Callable[[str], Any]) -> None:
+        """Let the host answer one of its built-in commands (``/new``, ``/quit``, ...)."""
+        name = normalize_command_name(name)
+        if name not in BUILTIN_COMMANDS:
+            raise KeyError(f"/{name} is not a built-in command")
+        self._host[name] = handler
+
+    def get(self, name: str) -> Command | None:
+        return self._commands.get(normalize_command_name(name))
+
+    def all(self) -> list[Command]:
+        """Every command: built-ins first, then plugin commands by name."""
+        return sorted(self._commands.values(), key=lambda c: (c.plugin is not None, c.name))
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and normalize_command_name(name) in self._commands
+
+    # -- running -------------------------------------------------------------
+
+    def run(self, text: str, **context: Any) -> str | None:
+        """Run ``"/name args"``; return the reply (``None`` when the command has none).
+
+        Never raises for a plugin's failure: a handler that raises gives a
+        one-line error naming the plugin.  ``context`` (``session_id``, ...)
+        is what tools dispatched from the handler inherit.
+        """
+        command, args, reply = self._resolve(text)
+        if command is None:
+            return reply
+        handler = self._handler(command)
+        if handler is None:
+            return f"/{command.name} is handled by the chat session; it is not available here."
+        with self._kernel.tools.call_context(**context):
+            try:
+                result = handler(args)
+                if inspect.isawaitable(result):
+                    result = self._kernel._hooks.run_sync(result)
+            except BaseException as exc:
+                return self._failed(command, exc)
+        return None if result is None else str(result)
+
+    async def arun(self, text: str, **context: Any) -> str | None:
+        """As :meth:`run`, awaiting an async handler on the caller's loop."""
+        command, args, reply = self._resolve(text)
+        if command is None:
+            return reply
+        handler = self._handler(command)
+        if handler is None:
+            return f"/{command.name} is handled by the chat session; it is not available here."
+        with self._kernel.tools.call_context(**context):
+            try:
+                result = handler(args)
+                if inspect.isawaitable(result):
+                    result = await result
+            except BaseException as exc:
+                return self._failed(command, exc)
+        return None if result is None else str(result)
+
+    def _resolve(self, text: str) -> tuple[Command | None, str, str]:
+        text = str(text).strip()
+        head, _, args = text.partition(" ")
+        name = normalize_command_name(head)
+        command = self._commands.get(name)
+        if command is not None:
+            return command, args.strip(), ""
+        close = difflib.get_close_matches(name, list(self._commands), n=3, cutoff=0.5)
+        hint = f" Did you mean {', '.join('/' + c for c in close)}?" if close else ""
+        return None, "", f"Unknown command /{name}.{hint} Type /help to see the commands."
+
+    def _handler(self, command: Command) -> Callable[[str], Any] | None:
+        if command.plugin is None and command.name in self._host:
+            return self._host[command.name]
+        return command.handler
+
+    def _failed(self, command: Command, exc: BaseException) -> str:
+        if not isinstance(exc, CONTAINED):
+            raise exc
+        owner = f"plugin '{command.plugin}'" if command.plugin else "the host"
+        detail = f"{type(exc).__name__}: {exc}".rstrip(": ")
+        self._kernel.log.warning("command_failed", command=command.name, plugin=command.plugin, error=detail)
+        return f"/{command.name} failed ({owner}): {detail}"
+
+    # -- built-in answers ------------------------------------------------------
+
+    def _help(self, _args: str) -> str:
+        lines = ["Commands:"]
+        for command in self.all():
+            usage = f"/{command.name}" + (f" {command.args_hint}" if command.args_hint else "")
+            owner = f"  [{command.plugin}]" if command.plugin else ""
+            lines.append(f"  {usage} — {command.description}{owner}")
+        return "\n".join(lines)
+
+    def _plugins(self, _args: str) -> str:
+        return format_plugins(self._kernel)
+
+    def _tools(self, _args: str) -> str:
+        tools = self._kernel.tools
+        rows = [t for t in tools.all() if tools.available(t)[0]]
+        if not rows:
+            return "No tools available."
+        lines = [f"Tools ({len(rows)}):"]
+        lines += [f"  {t.name} [{t.plugin}] — {_first_line(t.description)}" for t in rows]
+        return "\n".join(lines)
+
+    def _skills(self, _args: str) -> str:
+        skills = self._kernel.skills.all()
+        if not skills:
+            return "No skills."
+        lines = [f"Skills ({len(skills)}):"]
+        lines += [f"  {s.qualified_name} — {_first_line(s.description)}" for s in skills]
+        return "\n".join(lines)
+
+
+def format_plugins(kernel: Kernel) -> str:
+    """The ``/plugins`` answer: one line a plugin, ``✓`` loaded or ``✗`` with the reason."""
+    plugins = kernel.plugins
+    lines = [f"Plugins ({len(plugins)}):"]
+    for p in plugins:
+        version = f" v{p.version}" if p.version else ""
+        if p.enabled:
+            counts = f"{_count(len(p.tools), 'tool')}, {_count(len(p.hooks), 'hook')}"
+            lines.append(f"  ✓ {p.name}{version} ({counts})")
+        else:
+            lines.append(f"  ✗ {p.name}{version} — {p.error or 'not loaded'}")
+    return "\n".join(lines)
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text and text.strip() else ""
+
+
+# Names of the ``hermes-kernel`` command line's own commands (and ones later
+# releases will take); a plugin cannot register a CLI command under them.
+CLI_BUILTINS = frozenset(
+    {
+        "plugins",
+        "tools",
+        "demo",
+        "chat",
+        "run",
+        "hooks",
+        "logs",
+        "doctor",
+        "providers",
+        "gateway",
+        "skills",
+        "commands",
+        "config",
+        "help",
+        "version",
+    }
+)
+
+
+@dataclass(frozen=True)
+class CliCommand:
+    """A ``hermes-kernel <name>`` subcommand offered by a plugin."""
+
+    name: str
+    help: str
+    setup_fn: Callable[[Any], Any]
+    handler_fn: Callable[[Any], Any] | None
+    plugin: str
+    description: str = ""

@@ -1,0 +1,136 @@
+"""Per-plugin settings in ``config.yaml``: ``plugins.entries.<plugin_id>.settings.<key>``."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .config import section
+
+_SEGMENT = re.compile(r"^[A-Za-z0-9_-]+$")
+_MISSING = object()
+_write_lock = threading.Lock()
+
+
+def settings_path(plugin_id: str) -> tuple[str, ...]:
+    """Where a plugin's settings live in the config tree."""
+    return ("plugins", "entries", plugin_id, "settings")
+
+
+def split_key(plugin_id: str, key: str) -> tuple[str, ...]:
+    """Validate a dotted settings key; anything that is not plain names joined by dots is refused.
+
+    Keys are always relative to the plugin's own settings, so a key cannot
+    reach another plugin's settings or the global configuration.
+    """
+    if not isinstance(key, str) or not key:
+        raise ValueError(f"plugin '{plugin_id}': a settings key must be a non-empty string, not {key!r}")
+    parts = tuple(key.split("."))
+    for part in parts:
+        if not _SEGMENT.match(part):
+            raise ValueError(
+                f"plugin '{plugin_id}': settings key {key!r} is refused: use names of letters, digits, "
+                "'-' and '_' joined by dots; a plugin reads and writes only "
+                f"plugins.entries.{plugin_id}.settings"
+            )
+    return parts
+
+
+def get_setting(config: dict[str, Any], plugin_id: str, key: str, default: Any = None) -> Any:
+    """``plugins.entries.<id>.settings.<key>``, else the legacy ``...config.<key>``, else ``default``."""
+    parts = split_key(plugin_id, key)
+    for base in (settings_path(plugin_id), ("plugins", "entries", plugin_id, "config")):
+        value = _lookup(section(config, *base), parts)
+        if value is not _MISSING:
+            return value
+    return default
+
+
+def write_setting(home: Path, config: dict[str, Any], plugin_id: str, key: str, value: Any) -> None:
+    """Set one setting in ``<home>/config.yaml`` (atomically) and in ``config`` (in memory).
+
+    The file is re-read under a lock, changed at that one key, written to a
+    temporary file and renamed over the original, so concurrent writers and a
+    crash mid-write lose nothing.  A malformed file is left untouched.
+    """
+    parts = split_key(plugin_id, key)
+    try:
+        yaml.safe_dump(value)
+    except yaml.YAMLError as exc:
+        raise ValueError(f"plugin '{plugin_id}': setting {key!r} cannot be stored in YAML: {exc}") from None
+    path = home / "config.yaml"
+    with _write_lock, _file_lock(path):
+        data: Any = {}
+        if path.is_file():
+            try:
+                data = yaml.safe_load(path.read_text(encoding="utf-8-sig")) or {}
+            except yaml.YAMLError as exc:
+                raise ValueError(f"{path} is not valid YAML; not writing plugin settings: {exc}") from None
+            if not isinstance(data, dict):
+                raise ValueError(f"{path}: the top level is not a mapping; not writing plugin settings")
+        _assign(data, (*settings_path(plugin_id), *parts), value, path)
+        _atomic_write(path, yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+    _assign(config, (*settings_path(plugin_id), *parts), value, path)
+
+
+def _lookup(node: Any, parts: tuple[str, ...]) -> Any:
+    for part in parts:
+        if not isinstance(node, dict) or part not in node:
+            return _MISSING
+        node = node[part]
+    return node
+
+
+def _assign(data: dict[str, Any], parts: tuple[str, ...], value: Any, path: Path) -> None:
+    node = data
+    for i, part in enumerate(parts[:-1]):
+        child = node.get(part)
+        if child is None:
+            child = node[part] = {}
+        elif not isinstance(child, dict):
+            where = ".".join(parts[: i + 1])
+            raise ValueError(f"{path}: '{where}' is not a mapping; cannot set '{'.'.join(parts)}'")
+        node = child
+    node[parts[-1]] = value
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    mode = path.stat().st_mode & 0o777 if path.exists() else 0o600
+    fd, tmp = tempfile.mkstemp(prefix=".config.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    """An advisory lock beside ``path`` (POSIX ``flock``), shared by every process of this kernel."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX: the thread lock still holds
+        yield
+        return
+    with open(path.with_name(path.name + ".lock"), "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

@@ -1,0 +1,158 @@
+"""Skills: ``SKILL.md`` files of the host (``<home>/skills``) and of plugins (``k.skills``)."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+SKILL_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
+SKILL_FILE = "SKILL.md"
+
+VIEW_SCHEMA = {
+    "name": "skill_view",
+    "description": (
+        "Read a skill: step-by-step instructions for a task. Pass the skill's name: a bare name "
+        "('my-workflow') for the user's own skills, 'plugin:skill' for a skill shipped by a plugin."
+    ),
+    "parameters": {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "description": "the skill's name, e.g. 'calculator:calculator'"}
+        },
+        "required": ["name"],
+    },
+}
+
+
+@dataclass(frozen=True)
+class Skill:
+    """One skill.  ``plugin`` is ``None`` for the host's own skills."""
+
+    name: str
+    path: Path
+    description: str = ""
+    plugin: str | None = None
+
+    @property
+    def qualified_name(self) -> str:
+        return f"{self.plugin}:{self.name}" if self.plugin else self.name
+
+
+class SkillRegistry:
+    """The host's skills (read from ``<home>/skills/<name>/SKILL.md``) and plugins' skills."""
+
+    def __init__(self, home: Path) -> None:
+        self._root = home / "skills"
+        self._plugin_skills: dict[str, Skill] = {}
+        self._lock = threading.Lock()
+
+    def register(
+        self, plugin: str, name: str, path: str | Path, description: str = "", root: Path | None = None
+    ) -> Skill:
+        """Add ``<plugin>:<name>``; raise ``ValueError`` / ``FileNotFoundError`` with the reason.
+
+        ``path`` is a ``SKILL.md`` file or a directory holding one; when the
+        plugin has a directory (``root``), the file must be inside it.
+        """
+        if not isinstance(name, str) or not SKILL_NAME.match(name):
+            raise ValueError(
+                f"plugin '{plugin}': skill name {name!r} is invalid: use letters, digits, '-' and '_' only"
+            )
+        file = Path(path)
+        if not file.is_absolute() and root is not None:
+            file = root / file
+        if file.is_dir():
+            file = file / SKILL_FILE
+        if not file.is_file():
+            raise FileNotFoundError(f"plugin '{plugin}': SKILL.md not found at {file}")
+        resolved = file.resolve()
+        if root is not None and not resolved.is_relative_to(root.resolve()):
+            raise ValueError(
+                f"plugin '{plugin}': skill '{name}' points outside the plugin directory ({resolved})"
+            )
+        skill = Skill(name, resolved, description or _description(resolved), plugin)
+        with self._lock:
+            if skill.qualified_name in self._plugin_skills:
+                raise ValueError(f"plugin '{plugin}' registered skill '{name}' twice")
+            self._plugin_skills[skill.qualified_name] = skill
+        return skill
+
+    def unregister(self, qualified_name: str) -> None:
+        with self._lock:
+            self._plugin_skills.pop(qualified_name, None)
+
+    def host_skills(self) -> list[Skill]:
+        """The host's own skills: the index a system prompt lists (plugin skills are not in it)."""
+        if not self._root.is_dir():
+            return []
+        out = []
+        for child in sorted(self._root.iterdir()):
+            file = child / SKILL_FILE
+            if SKILL_NAME.match(child.name) and file.is_file():
+                out.append(Skill(child.name, file, _description(file)))
+        return out
+
+    def all(self) -> list[Skill]:
+        """Host skills, then plugin skills by qualified name."""
+        with self._lock:
+            plugin_skills = sorted(self._plugin_skills.values(), key=lambda s: s.qualified_name)
+        return self.host_skills() + plugin_skills
+
+    def get(self, name: str) -> Skill:
+        """A skill by name: ``plugin:skill`` for plugins, a bare name for the host's own."""
+        if ":" in name:
+            skill = self._plugin_skills.get(name)
+        else:
+            skill = next((s for s in self.host_skills() if s.name == name), None)
+        if skill is None:
+            known = ", ".join(s.qualified_name for s in self.all()) or "none"
+            raise KeyError(f"no skill named '{name}' (skills: {known})")
+        return skill
+
+    def view(self, name: str) -> str:
+        """The text of a skill; a plugin skill starts with a banner naming its siblings."""
+        skill = self.get(name)
+        text = skill.path.read_text(encoding="utf-8")
+        if skill.plugin is None:
+            return text
+        siblings = [s.qualified_name for s in self.all() if s.plugin == skill.plugin and s.name != skill.name]
+        others = f" Other skills of this plugin: {', '.join(siblings)}." if siblings else ""
+        banner = f"[Skill '{skill.qualified_name}' from plugin '{skill.plugin}' (read-only).{others}]"
+        return f"{banner}\n\n{text}"
+
+    def view_tool(self, args: dict[str, Any], **_context: Any) -> str:
+        """Handler of the built-in ``skill_view`` tool."""
+        name = args.get("name")
+        if not isinstance(name, str) or not name.strip():
+            return json.dumps({"error": "skill_view needs a 'name'"})
+        try:
+            return json.dumps({"name": name, "content": self.view(name.strip())}, ensure_ascii=False)
+        except KeyError as exc:
+            return json.dumps({"error": exc.args[0]}, ensure_ascii=False)
+        except (OSError, UnicodeDecodeError) as exc:
+            return json.dumps({"error": f"cannot read skill '{name}': {exc}"}, ensure_ascii=False)
+
+
+def _description(file: Path) -> str:
+    """The ``description`` of a SKILL.md front matter, or ""."""
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return ""
+    if not text.startswith("---"):
+        return ""
+    end = text.find("\n---", 3)
+    if end < 0:
+        return ""
+    try:
+        meta = yaml.safe_load(text[3:end])
+    except yaml.YAMLError:
+        return ""
+    value = meta.get("description") if isinstance(meta, dict) else None
+    return value.strip() if isinstance(value, str) else ""
