@@ -191,7 +191,7 @@ class CommandRegistry:
         owner = f"plugin '{command.plugin}'" if command.plugin else "the host"
         detail = f"{type(exc).__name__}: {exc}".rstrip(": ")
         self._kernel.log.warning("command_failed", command=command.name, plugin=command.plugin, error=detail)
-        return f"/{command.name} failed ({owner}): {detail}"
+        return f"/{command.name} failed ({owner}): {' '.join(detail.split())}"
 
     # -- built-in answers ------------------------------------------------------
 

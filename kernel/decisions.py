@@ -43,7 +43,13 @@ def parse_decision(value: Any) -> tuple[str, Any] | None:
         return None
     if not isinstance(value, dict):
         raise ValueError(f"expected a dict or None, got {type(value).__name__}")
-    action = value.get("action", value.get("decision"))
+    if "action" in value:
+        action = value["action"]
+    else:
+        action = value.get("decision")
+        # Claude Code's {"decision": "approve"} means "allow": no objection, nobody to ask.
+        if action == "approve":
+            return None
     if action is None or action in ("allow", "continue", "none"):
         return None
     if action == "block":
