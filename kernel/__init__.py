@@ -11,6 +11,7 @@ extensions alike::
 """
 
 from .context import PluginContext
+from .decisions import ApprovalRequest, terminal_approver
 from .hooks import Callback
 from .kernel import Kernel, PluginError, PluginInfo, merge_context
 from .manifest import EnvVar, Manifest, ManifestError
@@ -21,6 +22,7 @@ from .tools import Tool, ToolRegistrationError
 __version__ = "0.1.0"
 
 __all__ = [
+    "ApprovalRequest",
     "Callback",
     "EnvVar",
     "Kernel",
@@ -37,4 +39,5 @@ __all__ = [
     "hookimpl",
     "hookspec",
     "merge_context",
+    "terminal_approver",
 ]

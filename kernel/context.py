@@ -238,6 +238,30 @@ class PluginContext:
         self._undo.append(lambda: kernel.skills.unregister(skill.qualified_name))
         self._undo.append(lambda: record.skills.remove(skill.name))
 
+    # -- provider slots ------------------------------------------------------------
+
+    def register_memory_provider(self, provider: Any) -> None:
+        """Offer a :class:`~kernel.providers.MemoryProvider`; ``memory.provider`` selects one."""
+        self._offer("memory", provider)
+
+    def register_context_engine(self, engine: Any) -> None:
+        """Offer a :class:`~kernel.providers.ContextEngine`; ``context.engine`` selects one."""
+        self._offer("context_engine", engine)
+
+    def register_image_gen_provider(self, provider: Any) -> None:
+        """Offer an :class:`~kernel.providers.ImageGenProvider`; ``image_gen.provider`` selects one."""
+        self._offer("image_gen", provider)
+
+    def register_model_provider(self, profile: Any) -> None:
+        """Offer a :class:`~kernel.providers.ProviderProfile` (like ``register_provider``)."""
+        self._offer("model_provider", profile)
+
+    def _offer(self, slot: str, provider: Any) -> None:
+        kernel, record = self._kernel, self._record
+        kernel._offer_provider(slot, provider, record.name)
+        self._undo.append(lambda: kernel.slots.remove_plugin(record.name))
+        self._undo.append(lambda: kernel.providers.catalog.remove_plugin(record.name))
+
     # -- settings ----------------------------------------------------------------
 
     def get_config(self, key: str, default: Any = None) -> Any:

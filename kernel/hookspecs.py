@@ -72,10 +72,24 @@ def pre_tool_call(
     :param turn_id: the id of the user turn, when known.
     :param api_request_id: the model request that asked for the call.
 
-    Return ``None`` for no opinion, or ``{"action": "block", "message": str}``
-    (also spelled ``{"decision": "block", "reason": str}``) to stop the call:
-    the handler does not run and the tool result becomes
-    ``{"error": message}``.  The first block in plugin order wins.
+    Return ``None`` for no opinion, or a decision:
+
+    * ``{"action": "block", "message": str}`` (also
+      ``{"decision": "block", "reason": str}``) stops the call: the handler
+      does not run and the tool result becomes ``{"error": message}``;
+    * ``{"action": "modify", "args": {...}}`` (also
+      ``{"decision": "modify", "tool_input": {...}}``) changes arguments;
+    * ``{"action": "approve", "message": str, "rule_key": str}`` asks the
+      host's approver (``Kernel(approver=...)``) before the call runs; a
+      denial blocks it.
+
+    Merge rules: a block outranks everything and the first block in plugin
+    order supplies the message; modifications are merged in plugin order,
+    later keys winning, and the handler and later hooks see the result;
+    approvals are asked once per approving plugin, after the merge.  An
+    answer of any other shape is logged and treated as no opinion.  When a
+    plugin dispatches a tool with ``ctx.dispatch_tool``, ``caller_plugin``
+    names it.
 
     Failure policy: this hook is a gate and fails closed.  A callback that
     raises blocks the call in which it raised, with a message naming the

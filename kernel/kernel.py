@@ -38,9 +38,12 @@ from .hooks import (
 from .log import KernelLogging
 from .manifest import Manifest
 from .markers import PROJECT_NAME
+from .providers.manager import SLOTS as PROVIDER_SLOTS
+from .providers.manager import ProviderManager
+from .providers.registry import SOURCE_RANK, collecting
 from .skills import VIEW_SCHEMA, SkillRegistry
 from .slots import SlotError, SlotRegistry
-from .tools import ToolRegistry
+from .tools import ToolRegistrationError, ToolRegistry
 
 _COROUTINE = types.CoroutineType
 
@@ -73,6 +76,7 @@ class PluginInfo:
     overrides: list[str] = field(default_factory=list)
     cli_commands: list[str] = field(default_factory=list)
     skills: list[str] = field(default_factory=list)
+    deferred: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -100,6 +104,8 @@ class _Record:
     overrides: list[str] = field(default_factory=list)
     module_name: str | None = None
     native: Any = None
+    deferred: bool = False
+    entry_point: Any = None
 
     @property
     def slug(self) -> str:
@@ -120,6 +126,7 @@ class _Record:
             error=cand.error,
             overrides=list(cand.overrides),
             warnings=list(manifest.warnings) if manifest else [],
+            entry_point=cand.entry_point,
         )
 
     def info(self) -> PluginInfo:
@@ -146,6 +153,7 @@ class _Record:
             overrides=list(self.overrides),
             cli_commands=list(self.cli_commands),
             skills=list(self.skills),
+            deferred=self.deferred,
         )
 
 
@@ -209,6 +217,7 @@ class Kernel:
         self.commands = CommandRegistry(self)
         self.cli_commands: dict[str, CliCommand] = {}
         self.skills = SkillRegistry(self.home)
+        self.providers = ProviderManager(self)
         self.pm = _KernelPluginManager(self)
         self.pm.add_hookspecs(hookspecs)
         self.hook_names: list[str] = sorted(
@@ -251,6 +260,7 @@ class Kernel:
                 for key in sorted(merged, key=plugin_order):
                     self._load_candidate(merged[key], disabled)
             self._fire_slots(None)
+            self.providers.register_tools()
             self._add_builtin_tools()
             enabled = sum(1 for r in self._records.values() if r.enabled)
             self.log.info("plugin_discovery_complete", found=len(self._records), enabled=enabled)
@@ -436,6 +446,14 @@ class Kernel:
                 record.error = f"Plugin {record.name} disabled (missing: {', '.join(missing)})"
                 self.log.warning("plugin_missing_env", plugin=record.name, missing=missing)
                 return
+        if record.kind == "model-provider" or record.name.startswith("model-providers/"):
+            # Imported on the first provider lookup (k.providers), not at start-up.
+            record.enabled = True
+            record.deferred = True
+            self.log.debug(
+                "plugin_deferred", plugin=record.name, reason="model provider: loaded on first lookup"
+            )
+            return
         if cand.entry_point is not None:
             entry_point = cand.entry_point
             self._activate(record, entry_point.load)
@@ -568,15 +586,63 @@ class Kernel:
 
     def _slot_register(self, slot: str, plugin: str) -> Any:
         def register(provider: Any) -> None:
-            try:
-                self.slots.add(slot, provider, plugin)
-            except SlotError as exc:
-                record = self._records.get(plugin)
-                if record is not None:
-                    record.warnings.append(str(exc))
-                self.log.error("slot_conflict", slot=slot, plugin=plugin, error=str(exc))
+            self._offer_provider(slot, provider, plugin)
 
         return register
+
+    def _offer_provider(self, slot: str, provider: Any, plugin: str) -> None:
+        """Put ``provider`` into ``slot`` for ``plugin``; a refusal is a warning on the plugin."""
+        record = self._records.get(plugin)
+        if slot == "model_provider":
+            problem = self.providers.catalog.add(provider, plugin, record.source if record else "runtime")
+        else:
+            base = PROVIDER_SLOTS[slot][3]
+            if base is not None and not isinstance(provider, base):
+                problem = (
+                    f"plugin '{plugin}' offered {type(provider).__name__} as a {slot} provider, "
+                    f"but it is not a {base.__name__}; ignored"
+                )
+            else:
+                try:
+                    self.slots.add(slot, provider, plugin)
+                    problem = None
+                except SlotError as exc:
+                    problem = str(exc)
+        if problem is not None:
+            if record is not None:
+                record.warnings.append(problem)
+            self.log.error("slot_conflict", slot=slot, plugin=plugin, error=problem)
+
+    def _load_model_providers(self) -> None:
+        """Import the deferred model provider plugins: bundled first, so that user ones override."""
+        self.load()
+        with self._lock:
+            deferred = [r for r in self._records.values() if r.deferred]
+            deferred.sort(key=lambda r: (SOURCE_RANK.get(r.source, 4), plugin_order(r.name)))
+            for record in deferred:
+                record.deferred = False
+
+                def sink(profile: Any, _record: _Record = record) -> None:
+                    self._offer_provider("model_provider", profile, _record.name)
+
+                with collecting(sink):
+                    if record.entry_point is not None:
+                        self._activate(record, record.entry_point.load)
+                    else:
+                        self._activate(record, lambda r=record: self._import_directory(r))
+
+    def _add_provider_tool(self, plugin: str, name: str, toolset: str, schema: Any, handler: Any) -> None:
+        """Register a tool of an active provider, attributed to the provider's plugin."""
+        record = self._records.get(plugin)
+        try:
+            tool, _warnings = self.tools.register(name, toolset, schema, handler, plugin=plugin)
+        except ToolRegistrationError as exc:
+            if record is not None:
+                record.warnings.append(str(exc))
+            self.log.warning("provider_tool_refused", plugin=plugin, tool=name, error=str(exc))
+            return
+        if record is not None:
+            record.tools.append(tool.name)
 
     # -- internals: pluggy-native plugins ------------------------------------
 
@@ -645,6 +711,7 @@ class Kernel:
             self.cli_commands.pop(cli_command, None)
         for skill in record.skills:
             self.skills.unregister(f"{name}:{skill}")
+        self.providers.catalog.remove_plugin(name)
         self.slots.remove_plugin(name)
         if record.module_name:
             _evict_modules(record.module_name)

@@ -281,6 +281,11 @@ def test_category_folders_give_category_keys(
     info = k.plugin(key)
     assert info.enabled, info.error
     assert info.path == str(folder)
+    if category == "model-providers":
+        # Model providers are imported on the first provider lookup, not at load().
+        assert info.deferred and tool not in k.tools
+        assert k.providers.list_providers() == []
+        assert not k.plugin(key).deferred
     assert run_json(k.tools.dispatch(tool, {}))["tool"] == tool
 
 

@@ -542,6 +542,7 @@ def check_slot_hook(
 ) -> None:
     """A pluggy-native plugin and a Hermes-style one both offer providers; one name clashes."""
     assert hookspecs.SLOT_HOOKS[hook] == slot
+    sink.make = lambda name, owner: make_provider(slot, name, owner)
     assert spec_args(hook) == ["register"]
     plugin_dir(
         "a_native",
@@ -553,8 +554,8 @@ def check_slot_hook(
         @hookimpl
         def {hook}(register):
             hook_sink.calls.append(("a_native", {hook!r}))
-            register(types.SimpleNamespace(name="shared", owner="a_native"))
-            register(types.SimpleNamespace(name="a_only", owner="a_native"))
+            register(hook_sink.make("shared", "a_native"))
+            register(hook_sink.make("a_only", "a_native"))
         """,
         manifest=manifest("a_native", (hook,)),
     )
@@ -567,23 +568,22 @@ def check_slot_hook(
         def register(ctx):
             def offer(register):
                 hook_sink.calls.append(("b_hermes", {hook!r}))
-                register(types.SimpleNamespace(name="shared", owner="b_hermes"))
-                register(types.SimpleNamespace(name="b_only", owner="b_hermes"))
+                register(hook_sink.make("shared", "b_hermes"))
+                register(hook_sink.make("b_only", "b_hermes"))
             ctx.register_hook({hook!r}, offer)
         """,
         manifest=manifest("b_hermes", (hook,)),
     )
     k = make_kernel()
     assert sink.calls == [("a_native", hook), ("b_hermes", hook)]
-    providers = k.slots.providers(slot)
+    providers = slot_providers(k, slot)
     assert sorted(providers) == ["a_only", "b_only", "shared"]
-    assert providers["shared"].plugin == "a_native"
-    assert providers["shared"].obj.owner == "a_native"
-    assert providers["b_only"].plugin == "b_hermes"
-    assert k.slots.get(slot, "a_only").obj.owner == "a_native"
+    assert providers["shared"] == ("a_native", "a_native")
+    assert providers["b_only"] == ("b_hermes", "b_hermes")
+    assert providers["a_only"] == ("a_native", "a_native")
     for other in hookspecs.SLOT_HOOKS.values():
         if other != slot:
-            assert k.slots.providers(other) == {}
+            assert slot_providers(k, other) == {}
 
     refused = [w for w in k.plugin("b_hermes").warnings if "shared" in w]
     assert refused, k.plugin("b_hermes").warnings
@@ -593,7 +593,52 @@ def check_slot_hook(
     # Fired once per kernel: load() again changes nothing.
     k.load()
     assert len(sink.calls) == 2
-    assert sorted(k.slots.providers(slot)) == ["a_only", "b_only", "shared"]
+    assert sorted(slot_providers(k, slot)) == ["a_only", "b_only", "shared"]
+
+
+def make_provider(slot: str, name: str, owner: str) -> Any:
+    """A real provider object of the slot's base class, tagged with ``owner``."""
+    from kernel.providers import ContextEngine, ImageGenProvider, MemoryProvider, ProviderProfile
+
+    if slot == "model_provider":
+        profile = ProviderProfile(name=name, description=owner, api_mode="scripted")
+        profile.owner = owner  # type: ignore[attr-defined]
+        return profile
+
+    class Memory(MemoryProvider):
+        def is_available(self) -> bool:
+            return True
+
+        def initialize(self, session_id: str, **kwargs: Any) -> None:
+            return None
+
+        def get_tool_schemas(self) -> list[dict[str, Any]]:
+            return []
+
+    class Engine(ContextEngine):
+        def should_compress(self, prompt_tokens: int | None = None) -> bool:
+            return False
+
+        def compress(self, messages: list, current_tokens=None, focus_topic=None, force=False) -> list:
+            return messages
+
+        def update_from_response(self, usage: dict) -> None:
+            return None
+
+    class Images(ImageGenProvider):
+        def generate(self, prompt: str, aspect_ratio: str = "landscape", **kwargs: Any) -> dict:
+            return {}
+
+    base = {"memory": Memory, "context_engine": Engine, "image_gen": Images}[slot]
+    cls = type(f"{base.__name__}Of{owner}", (base,), {"name": property(lambda self: name), "owner": owner})
+    return cls()
+
+
+def slot_providers(k: Kernel, slot: str) -> dict[str, tuple[str, str]]:
+    """``{name: (plugin, owner)}`` of a slot (model providers live in the provider catalog)."""
+    if slot == "model_provider":
+        return {e.profile.name: (e.plugin, e.profile.owner) for e in k.providers.catalog.entries()}
+    return {name: (p.plugin, p.obj.owner) for name, p in k.slots.providers(slot).items()}
 
 
 def test_hook_register_model_providers(
@@ -632,11 +677,12 @@ def test_slot_hook_fires_for_a_plugin_registered_later(
         def register(ctx):
             def offer(register):
                 hook_sink.calls.append("early")
-                register(types.SimpleNamespace(name="early-mem"))
+                register(hook_sink.make("early-mem", "early"))
             ctx.register_hook("register_memory_providers", offer)
         """,
         manifest=manifest("early", ("register_memory_providers",)),
     )
+    sink.make = lambda name, owner: make_provider("memory", name, owner)
     k = make_kernel()
     assert sink.calls == ["early"]
 
@@ -646,7 +692,7 @@ def test_slot_hook_fires_for_a_plugin_registered_later(
         @hookimpl
         def register_memory_providers(self, register: Any) -> None:
             sink.calls.append("late")
-            register(types.SimpleNamespace(name="late-mem"))
+            register(make_provider("memory", "late-mem", "late"))
 
     k.register(Late(), name="late")
     assert sink.calls == ["early", "late"]  # the earlier plugin is not fired again

@@ -1,0 +1,75 @@
+"""``ContextEngine``: decides when and how to shrink the conversation (the ``context_engine`` slot)."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+
+class ContextEngine(ABC):
+    """Subclass and implement ``name``, ``should_compress``, ``compress`` and ``update_from_response``.
+
+    The engine keeps the token bookkeeping attributes below up to date; the
+    agent loop consults it before each model call.  ``context.engine`` in
+    config.yaml selects the active one (default ``compressor``).
+    """
+
+    threshold_percent: float = 0.75
+    protect_first_n: int = 3
+    protect_last_n: int = 6
+
+    def __init__(self, context_length: int = 128_000) -> None:
+        self.context_length = context_length
+        self.threshold_tokens = int(context_length * self.threshold_percent)
+        self.last_prompt_tokens = 0
+        self.last_completion_tokens = 0
+        self.last_total_tokens = 0
+        self.compression_count = 0
+
+    @property
+    @abstractmethod
+    def name(self) -> str:
+        """The engine's name, as config.yaml selects it."""
+
+    @abstractmethod
+    def should_compress(self, prompt_tokens: int | None = None) -> bool:
+        """Whether the conversation should be compressed before the next call."""
+
+    @abstractmethod
+    def compress(
+        self,
+        messages: list[dict[str, Any]],
+        current_tokens: int | None = None,
+        focus_topic: str | None = None,
+        force: bool = False,
+    ) -> list[dict[str, Any]]:
+        """A shorter list of messages standing for ``messages``."""
+
+    @abstractmethod
+    def update_from_response(self, usage: dict[str, Any]) -> None:
+        """Take the token counts of the latest response (``input_tokens``, ``output_tokens``, ...)."""
+
+    def is_available(self) -> bool:
+        return True
+
+    def update_model(self, model: str, context_length: int, **kwargs: Any) -> None:
+        """The active model changed: adopt its context length."""
+        self.context_length = context_length
+        self.threshold_tokens = int(context_length * self.threshold_percent)
+
+    def on_session_start(self, session_id: str, **kwargs: Any) -> None:
+        """A session begins (default: nothing)."""
+        return None
+
+    def on_session_end(self, session_id: str, messages: list[dict[str, Any]]) -> None:
+        """A session ends (default: nothing)."""
+        return None
+
+    def get_status(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "context_length": self.context_length,
+            "threshold_tokens": self.threshold_tokens,
+            "last_prompt_tokens": self.last_prompt_tokens,
+            "compression_count": self.compression_count,
+        }

@@ -1,0 +1,333 @@
+"""``k.providers``: every slot's providers, the config's choice, and the active model client."""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..config import section
+from .context_engine import ContextEngine
+from .image_gen import ImageGenProvider, error_response, resolve_aspect_ratio
+from .memory import MemoryProvider
+from .profile import ProviderProfile
+from .registry import ProviderCatalog, ProviderLookupError
+
+if TYPE_CHECKING:
+    from ..kernel import Kernel
+
+# slot -> (config section, key, default, base class)
+SLOTS: dict[str, tuple[str, str, str | None, type | None]] = {
+    "model_provider": ("model", "provider", None, None),
+    "memory": ("memory", "provider", None, MemoryProvider),
+    "context_engine": ("context", "engine", "compressor", ContextEngine),
+    "image_gen": ("image_gen", "provider", None, ImageGenProvider),
+}
+
+GENERATE_IMAGE_SCHEMA = {
+    "name": "generate_image",
+    "description": (
+        "Generate an image from a text prompt with the configured image backend; returns the file path."
+    ),
+    "parameters": {
+        "type": "object",
+        "properties": {
+            "prompt": {"type": "string", "description": "what the image should show"},
+            "aspect_ratio": {
+                "type": "string",
+                "enum": ["landscape", "square", "portrait"],
+                "description": "the image's shape (default landscape)",
+            },
+        },
+        "required": ["prompt"],
+    },
+}
+
+
+class ProviderSelectionError(ValueError):
+    """The configured provider cannot be used: unknown name or unavailable."""
+
+
+@dataclass(frozen=True)
+class ProviderStatus:
+    """One row of ``hermes-kernel providers list``."""
+
+    slot: str
+    name: str
+    plugin: str | None
+    active: bool
+    available: bool
+    reason: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class ProviderManager:
+    """The providers of one kernel, and which one of each slot the config selects."""
+
+    def __init__(self, kernel: Kernel) -> None:
+        self._kernel = kernel
+        self.catalog = ProviderCatalog(loader=kernel._load_model_providers)
+        self._client: Any = None
+        self._client_key: Any = None
+        self._lock = threading.RLock()
+
+    # -- model providers ---------------------------------------------------------
+
+    def get_provider_profile(self, name: str) -> ProviderProfile:
+        """A model provider profile by name or alias (loads provider plugins on first use)."""
+        return self.catalog.get(name)
+
+    def list_providers(self) -> list[ProviderProfile]:
+        """Every model provider profile, by name."""
+        return self.catalog.profiles()
+
+    def model_config(self) -> dict[str, Any]:
+        value = section(self._kernel.config, "model")
+        return dict(value) if isinstance(value, dict) else {}
+
+    def model(self) -> Any:
+        """The client of the configured model (``model.provider``), built on first use.
+
+        Raises :class:`ProviderSelectionError` when no provider is configured,
+        the name is unknown, or the provider is unavailable (with the reason).
+        """
+        config = self.model_config()
+        name = config.get("provider")
+        if not name:
+            raise ProviderSelectionError("no model provider configured: set model.provider in config.yaml")
+        with self._lock:
+            key = json.dumps(config, sort_keys=True, default=str)
+            if self._client is not None and self._client_key == key:
+                return self._client
+            try:
+                profile = self.catalog.get(str(name))
+            except ProviderLookupError as exc:
+                raise ProviderSelectionError(f"model.provider: {exc}") from None
+            ok, reason = profile.availability(config)
+            if not ok:
+                raise ProviderSelectionError(f"model provider '{profile.name}' is not available: {reason}")
+            self._client = self._make_client(profile, config)
+            self._client_key = key
+            return self._client
+
+    def _make_client(self, profile: ProviderProfile, config: dict[str, Any]) -> Any:
+        model = str(config.get("model") or profile.default_model or "")
+        if profile.api_mode == "scripted":
+            from .scripted import ScriptedTransport
+
+            script = config.get("script")
+            if not script:
+                raise ProviderSelectionError(
+                    "the scripted provider needs model.script (a YAML file of turns)"
+                )
+            path = Path(str(script)).expanduser()
+            if not path.is_absolute():
+                path = self._kernel.home / path
+            return ScriptedTransport(
+                path, provider=profile.name, model=model or "scripted", hooks=self._kernel
+            )
+        from .transport import ChatCompletionsTransport
+
+        if not model:
+            raise ProviderSelectionError(
+                f"model provider '{profile.name}' needs a model name: set model.model in config.yaml"
+            )
+        api_key, base_url = profile.credentials(config)
+        return ChatCompletionsTransport(
+            profile,
+            model=model,
+            api_key=api_key,
+            base_url=base_url,
+            hooks=self._kernel,
+            timeout=float(config.get("timeout", 60.0)),
+            max_retries=int(config.get("max_retries", 3)),
+        )
+
+    # -- the other slots ---------------------------------------------------------
+
+    def selected(self, slot: str) -> str | None:
+        """The name the config selects for ``slot`` (or the slot's default)."""
+        group, key, default, _base = SLOTS[slot]
+        value = section(self._kernel.config, group, key)
+        return str(value) if value else default
+
+    def active(self, slot: str) -> Any:
+        """The configured provider of ``slot``, or ``None`` when none is configured.
+
+        Raises :class:`ProviderSelectionError` for an unknown name (listing the
+        available ones) or an unavailable provider (with the reason).
+        """
+        name = self.selected(slot)
+        if not name:
+            return None
+        group, key, default, _base = SLOTS[slot]
+        providers = self._kernel.slots.providers(slot)
+        if name not in providers:
+            if name == default and not section(self._kernel.config, group, key):
+                return None  # the default is not installed; nothing was asked for
+            known = ", ".join(sorted(providers)) or "none"
+            raise ProviderSelectionError(
+                f"{group}.{key}: no {slot} provider named '{name}' (available: {known})"
+            )
+        provider = providers[name].obj
+        ok, reason = _availability(provider)
+        if not ok:
+            raise ProviderSelectionError(f"{slot} provider '{name}' is not available: {reason}")
+        return provider
+
+    def memory(self) -> MemoryProvider | None:
+        return self.active("memory")
+
+    def context_engine(self) -> ContextEngine | None:
+        return self.active("context_engine")
+
+    def image_gen(self) -> ImageGenProvider | None:
+        return self.active("image_gen")
+
+    def status(self) -> list[ProviderStatus]:
+        """Every provider of every slot, with what the config selects and why one is unavailable."""
+        rows: list[ProviderStatus] = []
+        model_name = (self.model_config().get("provider") or "").casefold()
+        for entry in self.catalog.entries():
+            profile = entry.profile
+            ok, reason = profile.availability(self.model_config() if _is(profile, model_name) else {})
+            rows.append(
+                ProviderStatus(
+                    "model_provider", profile.name, entry.plugin, _is(profile, model_name), ok, reason
+                )
+            )
+        for slot in ("memory", "context_engine", "image_gen"):
+            chosen = self.selected(slot)
+            for name, provider in sorted(self._kernel.slots.providers(slot).items()):
+                ok, reason = _availability(provider.obj)
+                rows.append(ProviderStatus(slot, name, provider.plugin, name == chosen, ok, reason))
+        for problem_slot, problem in self.problems():
+            rows.append(
+                ProviderStatus(problem_slot, self.selected(problem_slot) or "", None, True, False, problem)
+            )
+        return rows
+
+    def problems(self) -> list[tuple[str, str]]:
+        """``(slot, message)`` for each configured choice that cannot be used."""
+        out: list[tuple[str, str]] = []
+        if self.model_config().get("provider"):
+            try:
+                self.catalog.get(str(self.model_config()["provider"]))
+            except ProviderLookupError as exc:
+                out.append(("model_provider", f"model.provider: {exc}"))
+        for slot in ("memory", "context_engine", "image_gen"):
+            name = self.selected(slot)
+            group, key, default, _base = SLOTS[slot]
+            if name and name not in self._kernel.slots.providers(slot):
+                if name == default and not section(self._kernel.config, group, key):
+                    continue
+                known = ", ".join(sorted(self._kernel.slots.providers(slot))) or "none"
+                out.append((slot, f"{group}.{key}: no {slot} provider named '{name}' (available: {known})"))
+        return out
+
+    # -- tools of the active providers -----------------------------------------------
+
+    def register_tools(self) -> None:
+        """Offer the tools of the active memory provider and ``generate_image``; report problems."""
+        kernel = self._kernel
+        for _slot, problem in self.problems():
+            kernel._config_problem(problem)
+        for slot in ("memory", "context_engine", "image_gen"):
+            try:
+                self.active(slot)
+            except ProviderSelectionError as exc:
+                if "not available" in str(exc):
+                    kernel.log.warning("provider_unavailable", slot=slot, detail=str(exc))
+        self._register_memory_tools()
+        self._register_image_tool()
+
+    def _register_memory_tools(self) -> None:
+        kernel = self._kernel
+        try:
+            memory = self.memory()
+        except ProviderSelectionError:
+            return
+        if memory is None:
+            return
+        plugin = kernel.slots.get("memory", memory.name).plugin
+        try:
+            schemas = list(memory.get_tool_schemas() or [])
+        except Exception as exc:
+            kernel.log.warning(
+                "memory_tools_failed", provider=memory.name, error=f"{type(exc).__name__}: {exc}"
+            )
+            return
+        for schema in schemas:
+            body = schema.get("function", schema) if isinstance(schema, dict) else {}
+            name = body.get("name") if isinstance(body, dict) else None
+            if not isinstance(name, str):
+                kernel.log.warning("memory_tool_invalid", provider=memory.name, schema=repr(schema)[:200])
+                continue
+            kernel._add_provider_tool(
+                plugin, name, f"memory-{memory.name}", schema, _memory_handler(memory, name)
+            )
+
+    def _register_image_tool(self) -> None:
+        try:
+            provider = self.image_gen()
+        except ProviderSelectionError:
+            return
+        if provider is None:
+            return
+        plugin = self._kernel.slots.get("image_gen", provider.name).plugin
+        self._kernel._add_provider_tool(
+            plugin, "generate_image", "image_gen", GENERATE_IMAGE_SCHEMA, _image_handler(provider)
+        )
+
+
+def _availability(provider: Any) -> tuple[bool, str]:
+    try:
+        ok = bool(provider.is_available())
+    except Exception as exc:
+        return False, f"is_available() raised {type(exc).__name__}: {exc}"
+    if ok:
+        return True, ""
+    reason_fn = getattr(provider, "unavailable_reason", None)
+    try:
+        reason = reason_fn() if callable(reason_fn) else ""
+    except Exception:
+        reason = ""
+    return False, reason or "is_available() returned False"
+
+
+def _is(profile: ProviderProfile, wanted: str) -> bool:
+    return bool(wanted) and wanted in {profile.name.casefold(), *(a.casefold() for a in profile.aliases)}
+
+
+def _memory_handler(memory: MemoryProvider, name: str) -> Any:
+    def handler(args: dict[str, Any], **context: Any) -> str:
+        return memory.handle_tool_call(name, args, **context)
+
+    return handler
+
+
+def _image_handler(provider: ImageGenProvider) -> Any:
+    def handler(args: dict[str, Any], **context: Any) -> str:
+        prompt = args.get("prompt")
+        aspect = resolve_aspect_ratio(args.get("aspect_ratio"))
+        if not isinstance(prompt, str) or not prompt.strip():
+            return json.dumps(
+                error_response(error="generate_image needs a non-empty 'prompt'", error_type="bad_input")
+            )
+        extra = {k: v for k, v in args.items() if k not in ("prompt", "aspect_ratio")}
+        try:
+            result = provider.generate(prompt, aspect, **extra)
+        except Exception as exc:
+            result = error_response(
+                error=f"{type(exc).__name__}: {exc}",
+                provider=provider.name,
+                prompt=prompt,
+                aspect_ratio=aspect,
+            )
+        return json.dumps(result, ensure_ascii=False, default=str)
+
+    return handler

@@ -1,0 +1,125 @@
+"""``ProviderProfile``: how to reach one model provider."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+API_MODES = ("chat_completions", "scripted")
+
+
+@dataclass
+class ProviderProfile:
+    """A model provider: endpoint, authentication and request hooks.
+
+    Subclass and override the hook methods to adapt requests; every field has
+    a default so that a profile needs only ``name``.  ``env_vars`` lists the
+    variables to read, in priority order: the first set one that does not end
+    in ``_BASE_URL`` is the API key; a set ``*_BASE_URL`` one overrides
+    ``base_url``.
+    """
+
+    name: str
+    api_mode: str = "chat_completions"
+    aliases: tuple[str, ...] = ()
+    display_name: str = ""
+    description: str = ""
+    signup_url: str = ""
+    env_vars: tuple[str, ...] = ()
+    base_url: str = ""
+    models_url: str = ""
+    auth_type: str = "api_key"
+    default_headers: Mapping[str, str] = field(default_factory=dict)
+    default_aux_model: str = ""
+    default_model: str = ""
+    fallback_models: tuple[str, ...] = ()
+    default_max_tokens: int | None = None
+    supports_vision: bool = False
+    supports_health_check: bool = False
+    supports_prompt_cache_key: bool = False
+    hostname: str = ""
+    fixed_temperature: float | None = None
+    # USD per million tokens, when known: {"input": 0.5, "output": 1.5}.
+    prices: Mapping[str, float] | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise ValueError(f"a provider profile needs a non-empty name, not {self.name!r}")
+        self.aliases = tuple(self.aliases or ())
+        self.env_vars = tuple(self.env_vars or ())
+        self.fallback_models = tuple(self.fallback_models or ())
+        self.default_headers = dict(self.default_headers or {})
+        if not self.display_name:
+            self.display_name = self.name
+
+    # -- hooks a profile may override ---------------------------------------
+
+    def prepare_messages(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Adapt the messages before they are sent (default: unchanged)."""
+        return messages
+
+    def build_extra_body(self, *, session_id: str | None = None, **context: Any) -> dict[str, Any]:
+        """Extra fields merged into the request body (default: none)."""
+        return {}
+
+    def build_api_kwargs_extras(
+        self, *, reasoning_config: Any = None, **context: Any
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """``(extra_body_additions, top_level_kwargs)`` for the request (default: none)."""
+        return {}, {}
+
+    def fetch_models(
+        self, *, api_key: str | None = None, base_url: str | None = None, timeout: float = 8.0
+    ) -> list[str] | None:
+        """The model ids the endpoint offers (``GET models_url`` or ``{base_url}/models``), or None."""
+        import httpx
+
+        url = self.models_url or f"{(base_url or self.base_url).rstrip('/')}/models"
+        headers = dict(self.default_headers)
+        if api_key:
+            headers["Authorization"] = f"Bearer {api_key}"
+        try:
+            response = httpx.get(url, headers=headers, timeout=timeout)
+            response.raise_for_status()
+            data = response.json().get("data", [])
+        except (httpx.HTTPError, ValueError, AttributeError):
+            return None
+        return [item["id"] for item in data if isinstance(item, dict) and isinstance(item.get("id"), str)]
+
+    # -- credentials ----------------------------------------------------------
+
+    def credentials(
+        self, config: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
+    ) -> tuple[str | None, str]:
+        """``(api_key, base_url)``: config overrides, then ``env_vars``, then the profile's URL."""
+        config = config or {}
+        environ = os.environ if environ is None else environ
+        api_key = config.get("api_key") or None
+        base_url = config.get("base_url") or ""
+        for var in self.env_vars:
+            value = environ.get(var)
+            if not value:
+                continue
+            if var.endswith("_BASE_URL"):
+                base_url = base_url or value
+            elif api_key is None:
+                api_key = value
+        return api_key, (base_url or self.base_url)
+
+    def availability(
+        self, config: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
+    ) -> tuple[bool, str]:
+        """Whether the provider can be used now, and why not."""
+        if self.api_mode not in API_MODES:
+            return False, f"api_mode '{self.api_mode}' is not supported (supported: {', '.join(API_MODES)})"
+        if self.api_mode == "scripted":
+            return True, ""
+        api_key, base_url = self.credentials(config, environ)
+        if not base_url:
+            return False, "no base_url (set model.base_url in config.yaml)"
+        key_vars = [v for v in self.env_vars if not v.endswith("_BASE_URL")]
+        if self.auth_type == "api_key" and key_vars and not api_key:
+            return False, f"no API key (set {' or '.join(key_vars)}, or model.api_key)"
+        return True, ""

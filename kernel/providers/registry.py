@@ -1,0 +1,157 @@
+"""The model provider catalog: profiles offered by plugins, looked up by name or alias."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+from .profile import ProviderProfile
+
+# Set while a kernel imports provider plugins: where register_provider() sends profiles.
+_collector: ContextVar[Callable[[ProviderProfile], None] | None] = ContextVar(
+    "hermes_kernel_provider_collector", default=None
+)
+
+SOURCE_RANK = {"bundled": 0, "user": 1, "project": 2, "entrypoint": 3, "runtime": 4, "pluggy": 4}
+
+
+class ProviderLookupError(LookupError):
+    """No provider of that name (the message lists the known ones)."""
+
+
+@dataclass(frozen=True)
+class CatalogEntry:
+    profile: ProviderProfile
+    plugin: str
+    source: str
+
+
+class ProviderCatalog:
+    """Profiles by name; a later source overrides an earlier one (user over bundled).
+
+    Within one source, a second plugin offering a taken name is refused with an
+    error naming both.  ``loader`` runs once, before the first lookup.
+    """
+
+    def __init__(self, loader: Callable[[], None] | None = None) -> None:
+        self._entries: dict[str, CatalogEntry] = {}
+        self._loader = loader
+        self._loaded = loader is None
+        self._lock = threading.RLock()
+        self.problems: list[str] = []
+
+    def add(self, profile: ProviderProfile, plugin: str, source: str = "runtime") -> str | None:
+        """Offer ``profile``; return a problem text when it was refused."""
+        if not isinstance(profile, ProviderProfile):
+            return f"plugin '{plugin}' offered {profile!r}, which is not a ProviderProfile; ignored"
+        key = profile.name.casefold()
+        with self._lock:
+            taken = self._entries.get(key)
+            # A later source (user over bundled) replaces; the same or an earlier one is refused.
+            if (
+                taken is not None
+                and taken.plugin != plugin
+                and SOURCE_RANK.get(source, 4) <= SOURCE_RANK.get(taken.source, 4)
+            ):
+                problem = (
+                    f"model provider '{profile.name}' of plugin '{plugin}' was refused: "
+                    f"plugin '{taken.plugin}' already offers that name"
+                )
+                self.problems.append(problem)
+                return problem
+            self._entries[key] = CatalogEntry(profile, plugin, source)
+        return None
+
+    def remove_plugin(self, plugin: str) -> None:
+        with self._lock:
+            for key in [k for k, e in self._entries.items() if e.plugin == plugin]:
+                del self._entries[key]
+
+    def ensure_loaded(self) -> None:
+        with self._lock:
+            if self._loaded:
+                return
+            self._loaded = True
+            if self._loader is not None:
+                self._loader()
+
+    def entry(self, name: str) -> CatalogEntry:
+        """The entry for a name or alias (case-insensitive)."""
+        self.ensure_loaded()
+        wanted = str(name).casefold()
+        with self._lock:
+            entry = self._entries.get(wanted)
+            if entry is None:
+                entry = next(
+                    (e for e in self._entries.values() if wanted in map(str.casefold, e.profile.aliases)),
+                    None,
+                )
+            if entry is None:
+                known = ", ".join(sorted(e.profile.name for e in self._entries.values())) or "none"
+                raise ProviderLookupError(f"no model provider named '{name}' (available: {known})")
+            return entry
+
+    def get(self, name: str) -> ProviderProfile:
+        return self.entry(name).profile
+
+    def entries(self) -> list[CatalogEntry]:
+        self.ensure_loaded()
+        with self._lock:
+            return sorted(self._entries.values(), key=lambda e: e.profile.name.casefold())
+
+    def profiles(self) -> list[ProviderProfile]:
+        return [e.profile for e in self.entries()]
+
+
+@contextlib.contextmanager
+def collecting(sink: Callable[[ProviderProfile], None]) -> Iterator[None]:
+    """Send ``register_provider`` calls made inside the block to ``sink``."""
+    token = _collector.set(sink)
+    try:
+        yield
+    finally:
+        _collector.reset(token)
+
+
+_default: ProviderCatalog | None = None
+_default_lock = threading.Lock()
+
+
+def default_catalog() -> ProviderCatalog:
+    """The process-wide catalog used by the module-level functions.
+
+    It is filled lazily by a kernel for ``$HERMES_HOME`` that imports only the
+    model provider plugins, not the others.
+    """
+    global _default
+    with _default_lock:
+        if _default is None:
+            from ..kernel import Kernel
+
+            kernel = Kernel()
+            _default = kernel.providers.catalog
+        return _default
+
+
+def register_provider(profile: ProviderProfile) -> None:
+    """Offer a model provider profile.  Provider plugins call this when they are imported."""
+    sink = _collector.get()
+    if sink is not None:
+        sink(profile)
+        return
+    problem = default_catalog().add(profile, plugin="(direct)", source="runtime")
+    if problem:
+        raise ValueError(problem)
+
+
+def get_provider_profile(name: str) -> ProviderProfile:
+    """The profile of provider ``name`` (or an alias) from the default catalog."""
+    return default_catalog().get(name)
+
+
+def list_providers() -> list[ProviderProfile]:
+    """Every profile in the default catalog, by name."""
+    return default_catalog().profiles()
