@@ -47,6 +47,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _add_plugin_commands(commands: Any, kernel: Kernel) -> None:
     """Add each plugin's ``hermes-kernel <name>``; a setup that fails is reported, not fatal."""
+    memory_cli = kernel.providers.memory_cli()
+    if memory_cli is not None and memory_cli[0] not in commands.choices:
+        name, register_cli = memory_cli
+        sub = commands.add_parser(name, help=f"the active memory provider '{name}'")
+        try:
+            register_cli(sub)
+        except Exception as exc:
+            print(
+                f"warning: memory provider '{name}': its CLI failed: {type(exc).__name__}: {exc}",
+                file=sys.stderr,
+            )
     for name, command in sorted(kernel.cli_commands.items()):
         sub = commands.add_parser(
             name,
@@ -106,6 +117,15 @@ def _parser() -> tuple[argparse.ArgumentParser, Any]:
     tool_call.set_defaults(handler=_tools_call)
     tools.set_defaults(handler=_tools_list, json=False)
 
+    providers = commands.add_parser("providers", help="list the providers of every slot")
+    provider_commands = providers.add_subparsers(title="provider commands", metavar="ACTION")
+    provider_list = provider_commands.add_parser(
+        "list", help="every provider: slot, plugin, active, available"
+    )
+    provider_list.add_argument("--json", action="store_true", help="print a JSON array")
+    provider_list.set_defaults(handler=_providers_list)
+    providers.set_defaults(handler=_providers_list, json=False)
+
     demo = commands.add_parser("demo", help="run the bundled calculator through the kernel in a scratch home")
     demo.set_defaults(handler=_demo)
     return parser, commands
@@ -151,6 +171,29 @@ def format_plugin_table(plugins: list[PluginInfo]) -> str:
         notes += [f"warning: {w}" for w in p.warnings]
         lines += [f"    {note}" for note in notes]
     return "\n".join(lines)
+
+
+def _providers_list(args: argparse.Namespace) -> int:
+    with _loaded_kernel() as kernel:
+        rows = kernel.providers.status()
+        if args.json:
+            print(json.dumps([r.to_dict() for r in rows], indent=2, ensure_ascii=False))
+            return 0
+        if not rows:
+            print("No providers.")
+            return 0
+        headers = ("SLOT", "NAME", "PLUGIN", "ACTIVE", "AVAILABLE")
+        table = [
+            (r.slot, r.name, r.plugin or "-", "yes" if r.active else "", "yes" if r.available else "no")
+            for r in rows
+        ]
+        widths = [max(len(h), *(len(t[i]) for t in table)) for i, h in enumerate(headers)]
+        print("  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip())
+        for row, status in zip(table, rows, strict=True):
+            print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+            if status.reason:
+                print(f"    {status.reason}")
+    return 0
 
 
 def _tools_list(args: argparse.Namespace) -> int:

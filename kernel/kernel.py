@@ -276,6 +276,7 @@ class Kernel:
             if self._closed:
                 return
             self._closed = True
+            self.providers.close()
             for name in list(self._records):
                 self._drop(name)
             for key, value in self._env_applied.items():
@@ -630,6 +631,21 @@ class Kernel:
                         self._activate(record, record.entry_point.load)
                     else:
                         self._activate(record, lambda r=record: self._import_directory(r))
+
+    def _plugin_submodule(self, plugin: str, name: str) -> types.ModuleType | None:
+        """Import ``<plugin package>.<name>`` (e.g. a memory provider's ``cli.py``), or ``None``."""
+        record = self._records.get(plugin)
+        if record is None or record.module_name is None or record.path is None:
+            return None
+        if not (record.path / f"{name}.py").is_file():
+            return None
+        try:
+            return importlib.import_module(f"{record.module_name}.{name}")
+        except Exception as exc:
+            self.log.warning(
+                "plugin_submodule_failed", plugin=plugin, module=name, error=f"{type(exc).__name__}: {exc}"
+            )
+            return None
 
     def _add_provider_tool(self, plugin: str, name: str, toolset: str, schema: Any, handler: Any) -> None:
         """Register a tool of an active provider, attributed to the provider's plugin."""

@@ -147,6 +147,37 @@ class ProviderManager:
             max_retries=int(config.get("max_retries", 3)),
         )
 
+    def close(self) -> None:
+        """Close the model client (its HTTP connections) and shut the slot providers down."""
+        with self._lock:
+            client, self._client = self._client, None
+        close = getattr(client, "close", None)
+        if callable(close):
+            close()
+        for slot in ("memory", "context_engine", "image_gen"):
+            for provider in self._kernel.slots.providers(slot).values():
+                shutdown = getattr(provider.obj, "shutdown", None)
+                if callable(shutdown):
+                    try:
+                        shutdown()
+                    except Exception as exc:
+                        self._kernel.log.warning(
+                            "provider_shutdown_failed", slot=slot, provider=provider.name, error=str(exc)
+                        )
+
+    def memory_cli(self) -> tuple[str, Any] | None:
+        """``(name, register_cli)`` from the active memory provider's ``cli.py``, if it has one."""
+        try:
+            memory = self.memory()
+        except ProviderSelectionError:
+            return None
+        if memory is None:
+            return None
+        plugin = self._kernel.slots.get("memory", memory.name).plugin
+        module = self._kernel._plugin_submodule(plugin, "cli")
+        register_cli = getattr(module, "register_cli", None) if module is not None else None
+        return (memory.name, register_cli) if callable(register_cli) else None
+
     # -- the other slots ---------------------------------------------------------
 
     def selected(self, slot: str) -> str | None:
