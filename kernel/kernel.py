@@ -25,6 +25,7 @@ from .config import load_config, read_dotenv, resolve_home, section, truthy
 from .context import PluginContext
 from .decisions import ApprovalRequest, Approver, Verdict, merge_decisions, parse_decision, terminal_approver
 from .discovery import Candidate, bundled_root, merge_sources, scan_entry_points, scan_root
+from .events import EventBus
 from .hooks import (
     CONTAINED,
     NORMAL,
@@ -218,6 +219,7 @@ class Kernel:
         self.cli_commands: dict[str, CliCommand] = {}
         self.skills = SkillRegistry(self.home)
         self.providers = ProviderManager(self)
+        self.events = EventBus(self)
         self.pm = _KernelPluginManager(self)
         self.pm.add_hookspecs(hookspecs)
         self.hook_names: list[str] = sorted(
