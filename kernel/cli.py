@@ -51,6 +51,8 @@ def _add_plugin_commands(commands: Any, kernel: Kernel) -> None:
     if memory_cli is not None and memory_cli[0] not in commands.choices:
         name, register_cli = memory_cli
         sub = commands.add_parser(name, help=f"the active memory provider '{name}'")
+        plugin = kernel.slots.get("memory", name).plugin
+        sub.set_defaults(plugin_command=CliCommand(name, "", register_cli, None, plugin))
         try:
             register_cli(sub)
         except Exception as exc:

@@ -109,6 +109,11 @@ class _Record:
     entry_point: Any = None
 
     @property
+    def is_model_provider(self) -> bool:
+        """A model provider plugin: imported on the first provider lookup, may self-register."""
+        return self.kind == "model-provider" or self.name.startswith("model-providers/")
+
+    @property
     def slug(self) -> str:
         slug = re.sub(r"\W", "_", self.name.replace("/", "__").replace("-", "_"))
         return f"_{slug}" if slug[:1].isdigit() else slug
@@ -449,7 +454,7 @@ class Kernel:
                 record.error = f"Plugin {record.name} disabled (missing: {', '.join(missing)})"
                 self.log.warning("plugin_missing_env", plugin=record.name, missing=missing)
                 return
-        if record.kind == "model-provider" or record.name.startswith("model-providers/"):
+        if record.is_model_provider:
             # Imported on the first provider lookup (k.providers), not at start-up.
             record.enabled = True
             record.deferred = True
@@ -506,7 +511,7 @@ class Kernel:
             register = register if callable(register) else None
             native = self._has_hookimpls(target)
         if register is None and not native:
-            if record.kind == "model-provider":
+            if record.is_model_provider:
                 self.log.debug("plugin_self_registered", plugin=record.name)
                 return
             where = record.path / "__init__.py" if record.path else repr(target)
@@ -630,9 +635,14 @@ class Kernel:
 
                 with collecting(sink):
                     if record.entry_point is not None:
-                        self._activate(record, record.entry_point.load)
+                        error = self._activate(record, record.entry_point.load)
                     else:
-                        self._activate(record, lambda r=record: self._import_directory(r))
+                        error = self._activate(record, lambda r=record: self._import_directory(r))
+                if error is not None:
+                    # What it registered before failing goes with it.
+                    self.providers.catalog.remove_plugin(record.name)
+                else:
+                    self._fire_slots(record.name)
 
     def _plugin_submodule(self, plugin: str, name: str) -> types.ModuleType | None:
         """Import ``<plugin package>.<name>`` (e.g. a memory provider's ``cli.py``), or ``None``."""

@@ -87,7 +87,11 @@ def test_installed_script_lists_plugins_as_a_table(cli_home):
     for column in ("NAME", "VERSION", "KIND", "SOURCE", "STATUS", "TOOLS", "HOOKS"):
         assert column in header
     rows = {line.split()[0]: line.split() for line in lines[1:] if not line.startswith(" ")}
-    assert set(rows) == {"broken", "calculator", "gated", "greeter"}
+    # The user's three plugins and the bundled ones (the calculator among them).
+    assert {"broken", "calculator", "gated", "greeter"} <= set(rows)
+    assert all(
+        rows[n][header.index("SOURCE")] == "bundled" for n in set(rows) - {"broken", "gated", "greeter"}
+    )
     calc = rows["calculator"]
     assert calc[header.index("VERSION")] == "1.0.0"
     assert calc[header.index("SOURCE")] == "bundled"
@@ -121,7 +125,8 @@ def test_plugins_list_json_has_exactly_the_plugin_info_fields(cli_home):
     data = json.loads(result.stdout)
     assert isinstance(data, list)
     by_name = {p["name"]: p for p in data}
-    assert set(by_name) == {"broken", "calculator", "gated", "greeter"}
+    assert {"broken", "calculator", "gated", "greeter"} <= set(by_name)
+    assert all(by_name[n]["source"] == "bundled" for n in set(by_name) - {"broken", "gated", "greeter"})
     for record in data:
         assert set(record) >= PLUGIN_INFO_FIELDS, set(record)
         for key in ("tools", "hooks", "commands", "disabled_hooks"):

@@ -7,12 +7,13 @@ Every plugin is a real directory under ``<home>/plugins``; handlers record their
 from __future__ import annotations
 
 import asyncio
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import agent_log
+from conftest import REPO, agent_log
 
 from kernel import Kernel
 from kernel.commands import BUILTIN_COMMANDS, normalize_command_name
@@ -310,8 +311,10 @@ ctx.register_command("legacy", lambda raw: "old", help="Old-style help text")
     assert any("/legacy" in line and "Old-style help text" in line for line in lines)
 
 
-def test_plugins_prints_exactly_the_issue_shape(plugin_dir, home, monkeypatch):
+def test_plugins_prints_exactly_the_issue_shape(plugin_dir, home, bundled, monkeypatch):
     monkeypatch.delenv("WEATHER_API_KEY", raising=False)
+    # The real bundled calculator, alone in the bundled directory.
+    shutil.copytree(REPO / "extensions" / "calculator", bundled / "calculator")
     plugin_dir(
         "weather",
         """
@@ -326,7 +329,7 @@ def register(ctx):
             "provides_tools": ["weather_now"],
         },
     )
-    with Kernel(home=home) as k:  # HERMES_BUNDLED_PLUGINS unset: the real bundled calculator
+    with Kernel(home=home) as k:
         k.load()
         assert k.commands.run("/plugins") == (
             "Plugins (2):\n"

@@ -15,6 +15,7 @@ from .image_gen import (
     save_url_image,
     success_response,
 )
+from .manager import ProviderSelectionError
 from .memory import MemoryProvider
 from .profile import ProviderProfile
 from .registry import (
@@ -33,6 +34,7 @@ __all__ = [
     "ProviderCatalog",
     "ProviderLookupError",
     "ProviderProfile",
+    "ProviderSelectionError",
     "error_response",
     "get_provider_profile",
     "list_providers",

@@ -74,9 +74,11 @@ class ProviderCatalog:
         with self._lock:
             if self._loaded:
                 return
-            self._loaded = True
+            # The loader may look a provider up itself (k.load() checks model.provider):
+            # that nested call re-enters here and runs the loader to the end first.
             if self._loader is not None:
                 self._loader()
+            self._loaded = True
 
     def entry(self, name: str) -> CatalogEntry:
         """The entry for a name or alias (case-insensitive)."""
