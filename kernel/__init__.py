@@ -13,13 +13,11 @@ extensions alike::
 from .context import PluginContext
 from .decisions import ApprovalRequest, terminal_approver
 from .hooks import Callback
-from .kernel import Kernel, PluginError, PluginInfo, merge_context
+from .kernel import Kernel, PluginError, PluginInfo, __version__, merge_context
 from .manifest import EnvVar, Manifest, ManifestError
 from .markers import hookimpl, hookspec
 from .slots import Provider, SlotError
 from .tools import Tool, ToolRegistrationError
-
-__version__ = "0.1.0"
 
 __all__ = [
     "ApprovalRequest",

@@ -144,34 +144,40 @@ class AgentSession:
             client = k.providers.model()
         except ValueError as exc:
             raise AgentError(str(exc)) from None
-        base = {"session_id": self.session_id, "model": self.model_name, "platform": self.platform}
+        model = self.model_name or getattr(client, "model", None)
+        base = {"session_id": self.session_id, "model": model, "platform": self.platform}
         if first:
             k.invoke_hook("on_session_start", **base)
             k.events.emit("session:start", {**base, "user_id": self.sender_id})
             self._start_memory()
+            engine = self._engine()
+            if engine is not None:
+                _call_quietly(k, "context_engine_start_failed", engine.on_session_start, self.session_id)
         self.turns += 1
         k.events.emit("agent:start", {**base, "user_id": self.sender_id, "message": user_message[:_PREVIEW]})
-        context = k.pre_llm_context(
-            **base,
-            task_id=None,
-            turn_id=turn_id,
-            user_message=user_message,
-            conversation_history=copy.deepcopy(self.messages),
-            is_first_turn=first,
-            parent_session_id=None,
-            sender_id=self.sender_id,
-        )
-        recalled = self._prefetch(user_message)
-        injected = "\n\n".join(p for p in (recalled, context) if p)
-        if not self.messages:
-            self.messages.append(self._system_message())
-        content = f"{user_message}\n\n{injected}" if injected else user_message
-        self.messages.append({"role": "user", "content": content})
-
-        result = TurnResult(reply="", session_id=self.session_id, turn_id=turn_id, context=injected)
+        before = len(self.messages)
+        result = TurnResult(reply="", session_id=self.session_id, turn_id=turn_id)
         try:
+            context = k.pre_llm_context(
+                **base,
+                task_id=None,
+                turn_id=turn_id,
+                user_message=user_message,
+                conversation_history=copy.deepcopy(self.messages),
+                is_first_turn=first,
+                parent_session_id=None,
+                sender_id=self.sender_id,
+            )
+            recalled = self._prefetch(user_message)
+            result.context = "\n\n".join(p for p in (recalled, context) if p)
+            content = f"{user_message}\n\n{result.context}" if result.context else user_message
+            if not self.messages:
+                self.messages.append(self._system_message())
+            self.messages.append({"role": "user", "content": content})
             reply = self._tool_loop(client, result, turn_id)
         except BaseException as exc:
+            # The unanswered message and any half-finished tool round are not kept.
+            del self.messages[before:]
             interrupted = isinstance(exc, KeyboardInterrupt)
             k.invoke_hook("on_session_end", **base, completed=False, interrupted=interrupted)
             k.events.emit("agent:end", {**base, "error": f"{type(exc).__name__}: {exc}"})
@@ -193,7 +199,7 @@ class AgentSession:
             "transform_llm_output",
             response_text=reply,
             session_id=self.session_id,
-            model=self.model_name,
+            model=model,
             platform=self.platform,
         ):
             if isinstance(replacement, str) and replacement:
@@ -310,11 +316,25 @@ class AgentSession:
         return self.session_id
 
     def close(self, reason: str = "exit") -> None:
-        """Close the session for good: ``on_session_finalize``, then ``session:end``."""
+        """Close the session for good: ``on_session_end``, ``on_session_finalize``, ``session:end``.
+
+        ``on_session_end`` fires here too (``completed`` true, not
+        interrupted) when the session had turns: the hook fires at the end of
+        each run and on exit.
+        """
         if self.closed:
             return
         self.closed = True
         k = self.kernel
+        if self.turns:
+            k.invoke_hook(
+                "on_session_end",
+                session_id=self.session_id,
+                completed=True,
+                interrupted=False,
+                model=self.model_name,
+                platform=self.platform,
+            )
         self._end_memory()
         k.invoke_hook(
             "on_session_finalize",
@@ -329,6 +349,15 @@ class AgentSession:
         )
 
     def _end_memory(self) -> None:
+        engine = self._engine()
+        if engine is not None and self.turns:
+            _call_quietly(
+                self.kernel,
+                "context_engine_end_failed",
+                engine.on_session_end,
+                self.session_id,
+                copy.deepcopy(self.messages),
+            )
         memory = self._memory()
         if memory is not None and self.turns:
             _call_quietly(

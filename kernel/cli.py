@@ -6,10 +6,10 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 from collections.abc import Sequence
 from typing import Any
 
+from . import cli_admin, cli_chat
 from .commands import CliCommand
 from .kernel import Kernel, PluginInfo
 
@@ -22,7 +22,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if first is None or first not in commands.choices:
             # A plugin's command, or --help: the plugins' CLI commands are needed.
-            kernel = _loaded_kernel()
+            kernel = loaded_kernel()
             _add_plugin_commands(commands, kernel)
         args = parser.parse_args(argv)
         plugin_command = getattr(args, "plugin_command", None)
@@ -105,8 +105,11 @@ def _parser() -> tuple[argparse.ArgumentParser, Any]:
     plugin_commands = plugins.add_subparsers(title="plugin commands", metavar="ACTION")
     listing = plugin_commands.add_parser("list", aliases=["ls"], help="list every plugin with its state")
     listing.add_argument("--json", action="store_true", help="print a JSON array of plugin records")
+    listing.add_argument(
+        "--refresh", action="store_true", help="load the plugins even if the list of the last load is current"
+    )
     listing.set_defaults(handler=_plugins_list)
-    plugins.set_defaults(handler=_plugins_list, json=False)
+    plugins.set_defaults(handler=_plugins_list, json=False, refresh=False)
 
     tools = commands.add_parser("tools", help="list and call tools")
     tool_commands = tools.add_subparsers(title="tool commands", metavar="ACTION")
@@ -128,26 +131,37 @@ def _parser() -> tuple[argparse.ArgumentParser, Any]:
     provider_list.set_defaults(handler=_providers_list)
     providers.set_defaults(handler=_providers_list, json=False)
 
-    demo = commands.add_parser("demo", help="run the bundled calculator through the kernel in a scratch home")
-    demo.set_defaults(handler=_demo)
+    cli_chat.add_commands(commands)
+    cli_admin.add_commands(commands, plugin_actions=plugin_commands)
     return parser, commands
 
 
-def _loaded_kernel(home: str | None = None) -> Kernel:
+def loaded_kernel(home: str | None = None) -> Kernel:
     kernel = Kernel(home=home)
     kernel.load()
+    kernel.save_plugin_state()
     for problem in kernel.problems:
         print(f"warning: {problem}", file=sys.stderr)
     return kernel
 
 
 def _plugins_list(args: argparse.Namespace) -> int:
-    with _loaded_kernel() as kernel:
-        plugins = kernel.plugins
+    kernel = Kernel()
+    try:
+        # The list of the last load when nothing changed since: no plugin code is imported.
+        plugins = None if args.refresh or kernel.debug else kernel.cached_plugins()
+        if plugins is None:
+            kernel.load()
+            kernel.save_plugin_state()
+            plugins = kernel.plugins
+        for problem in kernel.problems:
+            print(f"warning: {problem}", file=sys.stderr)
         if args.json:
             print(json.dumps([p.to_dict() for p in plugins], indent=2, ensure_ascii=False))
         else:
             print(format_plugin_table(plugins))
+    finally:
+        kernel.shutdown()
     return 0
 
 
@@ -176,7 +190,7 @@ def format_plugin_table(plugins: list[PluginInfo]) -> str:
 
 
 def _providers_list(args: argparse.Namespace) -> int:
-    with _loaded_kernel() as kernel:
+    with loaded_kernel() as kernel:
         rows = kernel.providers.status()
         if args.json:
             print(json.dumps([r.to_dict() for r in rows], indent=2, ensure_ascii=False))
@@ -199,7 +213,7 @@ def _providers_list(args: argparse.Namespace) -> int:
 
 
 def _tools_list(args: argparse.Namespace) -> int:
-    with _loaded_kernel() as kernel:
+    with loaded_kernel() as kernel:
         if args.json:
             print(json.dumps(kernel.tools.schemas(), indent=2, ensure_ascii=False))
             return 0
@@ -220,7 +234,7 @@ def _tools_call(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: arguments are not valid JSON: {exc}", file=sys.stderr)
         return 2
-    with _loaded_kernel() as kernel:
+    with loaded_kernel() as kernel:
         if args.name not in kernel.tools:
             print(json.loads(kernel.tools.dispatch(args.name, arguments))["error"], file=sys.stderr)
             return 1
@@ -235,26 +249,6 @@ def _is_error(result: str) -> bool:
     except ValueError:
         return False
     return isinstance(data, dict) and "error" in data
-
-
-DEMO_CALLS = (
-    ("calculate", {"expression": "2**16"}),
-    ("unit_convert", {"value": 100, "from_unit": "F", "to_unit": "C"}),
-    ("calculate", {"expression": "sqrt(2) * pi"}),
-    ("unit_convert", {"value": 1.5, "from_unit": "TB", "to_unit": "GB"}),
-    ("calculate", {"expression": "9**9**9**9"}),
-)
-
-
-def _demo(args: argparse.Namespace) -> int:
-    """Load the bundled plugins in a scratch home and run calculator calls through the kernel."""
-    with tempfile.TemporaryDirectory(prefix="hermes-kernel-demo-") as home, _loaded_kernel(home) as kernel:
-        print(format_plugin_table(kernel.plugins))
-        print()
-        for name, arguments in DEMO_CALLS:
-            result = kernel.tools.dispatch(name, arguments, session_id="demo", task_id="demo")
-            print(f"{name}({json.dumps(arguments)}) -> {result}")
-    return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

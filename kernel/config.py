@@ -78,7 +78,7 @@ def read_dotenv(home: Path) -> dict[str, str]:
     if not path.is_file():
         return {}
     try:
-        values = dotenv_values(path)
+        values = dotenv_values(path, interpolate=False)
     except (OSError, UnicodeDecodeError):
         return {}
     return {k: v for k, v in values.items() if v is not None}

@@ -148,4 +148,4 @@ class EventBus:
         if not isinstance(exc, CONTAINED):
             raise exc
         error = f"{type(exc).__name__}: {exc}"
-        self._kernel.log.warning("event_receiver_failed", event=name, owner=owner, error=error)
+        self._kernel.log.warning("event_receiver_failed", event_name=name, owner=owner, error=error)

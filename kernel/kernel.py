@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 import pluggy
 
-from . import hookspecs
+from . import hookspecs, state
 from .commands import CliCommand, CommandRegistry
 from .config import load_config, read_dotenv, resolve_home, section, truthy
 from .context import PluginContext
@@ -45,6 +45,8 @@ from .providers.registry import SOURCE_RANK, collecting
 from .skills import VIEW_SCHEMA, SkillRegistry
 from .slots import SlotError, SlotRegistry
 from .tools import ToolRegistrationError, ToolRegistry
+
+__version__ = "0.1.0"
 
 _COROUTINE = types.CoroutineType
 
@@ -250,18 +252,7 @@ class Kernel:
                     os.environ[key] = value
                     self._env_applied[key] = value
             disabled = self._disabled_names()
-            groups = [
-                scan_root(bundled_root(), "bundled", self.log),
-                scan_root(self.home / "plugins", "user", self.log),
-            ]
-            if truthy(os.environ.get("HERMES_ENABLE_PROJECT_PLUGINS")):
-                groups.append(scan_root(Path.cwd() / ".hermes" / "plugins", "project", self.log))
-            else:
-                self.log.debug(
-                    "source_skipped", source="project", reason="HERMES_ENABLE_PROJECT_PLUGINS not set"
-                )
-            groups.append(scan_entry_points(self.log))
-            merged, refused = merge_sources(groups, self.log)
+            merged, refused = self._discover()
             self._refused.extend(_Record.from_candidate(c) for c in refused)
             with self._hooks.batch(), _gc_paused():
                 for key in sorted(merged, key=plugin_order):
@@ -272,6 +263,54 @@ class Kernel:
             enabled = sum(1 for r in self._records.values() if r.enabled)
             self.log.info("plugin_discovery_complete", found=len(self._records), enabled=enabled)
         return self.plugins
+
+    def save_plugin_state(self) -> None:
+        """Save the plugin list of this load for :meth:`cached_plugins` (the CLI does, after loading)."""
+        with self._lock:
+            if not self._loaded or self._closed:
+                return
+            merged, refused = self._discover()
+            state.save(self.home, self._fingerprint(merged, refused), [p.to_dict() for p in self.plugins])
+
+    def cached_plugins(self) -> list[PluginInfo] | None:
+        """The plugin list saved by :meth:`save_plugin_state`, if nothing it depends on changed since.
+
+        Reads manifests but imports no plugin code; ``None`` when there is no
+        saved list or something changed (then call :meth:`load`).
+        """
+        merged, refused = self._discover()
+        saved = state.load(self.home, self._fingerprint(merged, refused))
+        if saved is None:
+            return None
+        try:
+            return [PluginInfo(**record) for record in saved]
+        except TypeError:  # saved by another version
+            return None
+
+    def _discover(self) -> tuple[dict[str, Candidate], list[Candidate]]:
+        """Every plugin candidate of every source; reads manifests, imports nothing."""
+        groups = [
+            scan_root(bundled_root(), "bundled", self.log),
+            scan_root(self.home / "plugins", "user", self.log),
+        ]
+        if truthy(os.environ.get("HERMES_ENABLE_PROJECT_PLUGINS")):
+            groups.append(scan_root(Path.cwd() / ".hermes" / "plugins", "project", self.log))
+        else:
+            self.log.debug("source_skipped", source="project", reason="HERMES_ENABLE_PROJECT_PLUGINS not set")
+        groups.append(scan_entry_points(self.log))
+        return merge_sources(groups, self.log)
+
+    def _fingerprint(self, merged: dict[str, Candidate], refused: list[Candidate]) -> str:
+        """What the outcome of a load depends on, for :mod:`kernel.state`."""
+        env_names = {v.name for c in merged.values() if c.manifest for v in c.manifest.requires_env}
+        dotenv = read_dotenv(self.home)
+        present = sorted(n for n in env_names if os.environ.get(n) or dotenv.get(n))
+        candidates = [
+            (c.key, c.source, str(c.path), c.error, c.version, str(c.entry_point and c.entry_point.value))
+            for c in [*merged.values(), *refused]
+        ]
+        trees = [state.tree_signature(c.path) for c in [*merged.values(), *refused]]
+        return state.fingerprint([__version__, self.config, present, candidates, trees])
 
     def shutdown(self) -> None:
         """Unregister everything and release the kernel's resources; idempotent.

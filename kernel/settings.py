@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import re
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
@@ -18,6 +19,7 @@ from .config import section
 _SEGMENT = re.compile(r"^[A-Za-z0-9_-]+$")
 _MISSING = object()
 _write_lock = threading.Lock()
+_T = TypeVar("_T")
 
 
 def settings_path(plugin_id: str) -> tuple[str, ...]:
@@ -67,18 +69,46 @@ def write_setting(home: Path, config: dict[str, Any], plugin_id: str, key: str, 
     except yaml.YAMLError as exc:
         raise ValueError(f"plugin '{plugin_id}': setting {key!r} cannot be stored in YAML: {exc}") from None
     path = home / "config.yaml"
-    with _write_lock, _file_lock(path):
+    update_config(
+        home,
+        lambda data: _assign(data, (*settings_path(plugin_id), *parts), value, path),
+        what="plugin settings",
+        always_write=True,
+    )
+    _assign(config, (*settings_path(plugin_id), *parts), value, path)
+
+
+def update_config(
+    home: Path,
+    change: Callable[[dict[str, Any]], _T],
+    *,
+    what: str = "the change",
+    always_write: bool = False,
+) -> _T:
+    """Edit ``<home>/config.yaml``: re-read it under the lock, call ``change(data)``, write it back.
+
+    ``change`` edits the top-level mapping in place (any path, e.g.
+    ``plugins.disabled``) and its return value is returned.  The file is
+    written (atomically: temporary file, then rename; the file's mode is
+    kept) only when the data changed, unless ``always_write``; a missing file
+    counts as empty.  A malformed file is left untouched and ``ValueError`` names
+    it (``what`` says what was not written).  Comments are not preserved.
+    """
+    path = home / "config.yaml"
+    with _write_lock, file_lock(path):
         data: Any = {}
         if path.is_file():
             try:
                 data = yaml.safe_load(path.read_text(encoding="utf-8-sig")) or {}
             except yaml.YAMLError as exc:
-                raise ValueError(f"{path} is not valid YAML; not writing plugin settings: {exc}") from None
+                raise ValueError(f"{path} is not valid YAML; not writing {what}: {exc}") from None
             if not isinstance(data, dict):
-                raise ValueError(f"{path}: the top level is not a mapping; not writing plugin settings")
-        _assign(data, (*settings_path(plugin_id), *parts), value, path)
-        _atomic_write(path, yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
-    _assign(config, (*settings_path(plugin_id), *parts), value, path)
+                raise ValueError(f"{path}: the top level is not a mapping; not writing {what}")
+        before = copy.deepcopy(data)
+        result = change(data)
+        if always_write or data != before:
+            atomic_write(path, yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+    return result
 
 
 def _lookup(node: Any, parts: tuple[str, ...]) -> Any:
@@ -102,10 +132,15 @@ def _assign(data: dict[str, Any], parts: tuple[str, ...], value: Any, path: Path
     node[parts[-1]] = value
 
 
-def _atomic_write(path: Path, text: str) -> None:
+def atomic_write(path: Path, text: str, mode: int | None = None) -> None:
+    """Replace ``path`` with ``text`` atomically (temporary file in the same directory, fsync, rename).
+
+    The new file gets ``mode``, else the old file's mode, else ``0600``.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    mode = path.stat().st_mode & 0o777 if path.exists() else 0o600
-    fd, tmp = tempfile.mkstemp(prefix=".config.", suffix=".tmp", dir=path.parent)
+    if mode is None:
+        mode = path.stat().st_mode & 0o777 if path.exists() else 0o600
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
@@ -120,7 +155,7 @@ def _atomic_write(path: Path, text: str) -> None:
 
 
 @contextlib.contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
+def file_lock(path: Path) -> Iterator[None]:
     """An advisory lock beside ``path`` (POSIX ``flock``), shared by every process of this kernel."""
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -134,3 +169,8 @@ def _file_lock(path: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+# The names used before these helpers became public.
+_atomic_write = atomic_write
+_file_lock = file_lock

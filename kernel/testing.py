@@ -126,7 +126,8 @@ class TestKernel:
         self.home.mkdir(parents=True, exist_ok=True)
         merged = copy.deepcopy(dict(config or {}))
         if script is not None:
-            merged.setdefault("model", {}).update(scripted_config(write_script(self.home, script))["model"])
+            path = write_script(self.home, script, name=_free_name(self.home, "script", ".yaml"))
+            merged.setdefault("model", {}).update(scripted_config(path)["model"])
         self.kernel = Kernel(home=self.home, config=merged, approver=approver)
         self.kernel.load()
         self.recorder = HookRecorder().attach(self.kernel) if record else None
@@ -148,6 +149,15 @@ class TestKernel:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _free_name(folder: Path, stem: str, suffix: str) -> str:
+    """``stem+suffix``, or ``stem-2+suffix``, ... : the first name not taken in ``folder``."""
+    name, n = f"{stem}{suffix}", 1
+    while (folder / name).exists():
+        n += 1
+        name = f"{stem}-{n}{suffix}"
+    return name
 
 
 def _snapshot(kwargs: dict[str, Any]) -> dict[str, Any]:

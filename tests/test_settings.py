@@ -354,8 +354,8 @@ def test_a_config_that_cannot_take_the_setting_is_left_untouched(plugin_dir, mak
 
 
 def leftovers(home: Path) -> list[str]:
-    """Entries of the home other than the config, its lock file, the plugins and the logs."""
-    expected = {"config.yaml", "plugins", "logs"}
+    """Entries of the home besides the config, its lock, the plugins, the logs and the kernel's cache."""
+    expected = {"config.yaml", "plugins", "logs", "cache"}
     return sorted(p.name for p in home.iterdir() if p.name not in expected and not p.name.endswith(".lock"))
 
 

@@ -110,7 +110,12 @@ class ProviderManager:
             ok, reason = profile.availability(config)
             if not ok:
                 raise ProviderSelectionError(f"model provider '{profile.name}' is not available: {reason}")
-            self._client = self._make_client(profile, config)
+            from .transport import ProviderError
+
+            try:
+                self._client = self._make_client(profile, config)
+            except ProviderError as exc:  # e.g. a scripted model whose script cannot be read
+                raise ProviderSelectionError(f"model provider '{profile.name}': {exc}") from None
             self._client_key = key
             return self._client
 

@@ -58,9 +58,9 @@ class ScriptedTransport:
         self.model = model
         self.hooks = hooks
         self.base_url: str | None = None
-        self.turns: list[ChatResult] = self._load()
         self._next = 0
         self._lock = threading.Lock()
+        self.turns: list[ChatResult] = self._load()
 
     def __repr__(self) -> str:
         return f"ScriptedTransport({str(self.path)!r}, played={self.played}/{len(self.turns)})"
