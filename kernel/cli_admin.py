@@ -38,15 +38,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .config import read_dotenv, section, truthy
+from .config import read_dotenv, section
 from .discovery import (
     CATEGORIES,
     ENTRY_POINT_GROUP,
     Candidate,
-    bundled_root,
     merge_sources,
-    scan_entry_points,
-    scan_root,
 )
 from .manifest import MANIFEST_NAMES, EnvVar, Manifest, ManifestError, find_manifest, load_manifest
 
@@ -197,13 +194,7 @@ def _discover(kernel: Kernel) -> tuple[dict[str, Candidate], list[Candidate]]:
     Returns the winners by key and every candidate of every source (overridden
     and refused ones too).
     """
-    groups = [
-        scan_root(bundled_root(), "bundled", kernel.log),
-        scan_root(kernel.home / "plugins", "user", kernel.log),
-    ]
-    if truthy(os.environ.get("HERMES_ENABLE_PROJECT_PLUGINS")):
-        groups.append(scan_root(Path.cwd() / ".hermes" / "plugins", "project", kernel.log))
-    groups.append(scan_entry_points(kernel.log))
+    groups = kernel._scan_sources()
     merged, _refused = merge_sources(groups, kernel.log)
     return merged, [c for group in groups for c in group]
 

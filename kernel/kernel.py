@@ -288,7 +288,11 @@ class Kernel:
             return None
 
     def _discover(self) -> tuple[dict[str, Candidate], list[Candidate]]:
-        """Every plugin candidate of every source; reads manifests, imports nothing."""
+        """The winning candidate of each key, and the refused ones; reads manifests, imports nothing."""
+        return merge_sources(self._scan_sources(), self.log)
+
+    def _scan_sources(self) -> list[list[Candidate]]:
+        """Every plugin candidate of every source, source by source (bundled, user, project, entry points)."""
         groups = [
             scan_root(bundled_root(), "bundled", self.log),
             scan_root(self.home / "plugins", "user", self.log),
@@ -298,7 +302,7 @@ class Kernel:
         else:
             self.log.debug("source_skipped", source="project", reason="HERMES_ENABLE_PROJECT_PLUGINS not set")
         groups.append(scan_entry_points(self.log))
-        return merge_sources(groups, self.log)
+        return groups
 
     def _fingerprint(self, merged: dict[str, Candidate], refused: list[Candidate]) -> str:
         """What the outcome of a load depends on, for :mod:`kernel.state`."""
