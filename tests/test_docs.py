@@ -311,7 +311,7 @@ def test_readme_plugin_quick_start(home: Path, bundled: Path) -> None:
     commands = [
         line.split("#")[0].strip()
         for block in parse_blocks(README)
-        if block.lang == "sh"
+        if block.lang == "sh" and block.marker != "no-run"
         for line in block.code.splitlines()
         if line.startswith("hermes-kernel ")
     ]
