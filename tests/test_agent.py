@@ -9,14 +9,13 @@ The last tests talk to a real OpenAI-compatible HTTP server on 127.0.0.1.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import REPO, agent_log
+from local_server import LocalServer, Reply, Seen
 
 from kernel.agent import AgentError, AgentSession, TurnResult
 from kernel.testing import TestKernel, write_plugin
@@ -590,58 +589,13 @@ def test_an_interrupted_turn_ends_the_run_as_interrupted(
 # --------------------------------------------------------------------------
 
 
-class ChatServer:
-    """A tiny chat-completions server: ``respond(body) -> (status, json, headers)`` answers each POST."""
-
-    def __init__(self) -> None:
-        self.bodies: list[dict[str, Any]] = []
-        self.paths: list[str] = []
-        self.respond: Callable[[dict[str, Any]], tuple[int, dict[str, Any], dict[str, str]]] = lambda body: (
-            418,
-            {"error": {"message": "no reply programmed"}},
-            {},
-        )
-        self.lock = threading.Lock()
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                body = json.loads(raw)
-                with server.lock:
-                    server.bodies.append(body)
-                    server.paths.append(self.path)
-                status, payload, headers = server.respond(body)
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                for name, value in headers.items():
-                    self.send_header(name, value)
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-
 @pytest.fixture
-def server() -> Iterator[ChatServer]:
-    chat = ChatServer()
-    chat.thread.start()
-    yield chat
-    chat.httpd.shutdown()
-    chat.httpd.server_close()
+def server() -> Iterator[LocalServer]:
+    with LocalServer(default=Reply(418, {"error": {"message": "no reply programmed"}})) as chat:
+        yield chat
 
 
-def server_config(server: ChatServer, **extra: Any) -> dict[str, Any]:
+def server_config(server: LocalServer, **extra: Any) -> dict[str, Any]:
     model = {
         "provider": "openai-compatible",
         "base_url": server.base_url,
@@ -662,21 +616,23 @@ def completion(message: dict[str, Any], usage: tuple[int, int]) -> dict[str, Any
 
 
 def test_a_tool_call_round_trip_through_a_local_http_server(
-    server: ChatServer, harness: Callable[..., TestKernel]
+    server: LocalServer, harness: Callable[..., TestKernel]
 ) -> None:
-    def respond(body: dict[str, Any]) -> tuple[int, dict[str, Any], dict[str, str]]:
-        tool_results = [m for m in body["messages"] if m["role"] == "tool"]
+    def respond(seen: Seen) -> Reply:
+        tool_results = [m for m in seen.json["messages"] if m["role"] == "tool"]
         if not tool_results:
             call = {
                 "id": "call_xyz",
                 "type": "function",
                 "function": {"name": "calculate", "arguments": json.dumps({"expression": "6 * 7"})},
             }
-            return 200, completion({"role": "assistant", "content": None, "tool_calls": [call]}, (30, 5)), {}
+            return Reply(
+                200, completion({"role": "assistant", "content": None, "tool_calls": [call]}, (30, 5))
+            )
         value = json.loads(tool_results[-1]["content"])["result"]
-        return 200, completion({"role": "assistant", "content": f"6 * 7 = {value}"}, (50, 7)), {}
+        return Reply(200, completion({"role": "assistant", "content": f"6 * 7 = {value}"}, (50, 7)))
 
-    server.respond = respond
+    server.set_default(respond)
     tk = harness(server_config(server))
     session = tk.session()
     result = session.run("What is six times seven?")
@@ -686,8 +642,8 @@ def test_a_tool_call_round_trip_through_a_local_http_server(
     assert json.loads(result.tool_calls[0].result)["result"] == 42
     assert (result.usage["input_tokens"], result.usage["output_tokens"]) == (80, 12)
 
-    assert server.paths == ["/v1/chat/completions"] * 2
-    first, second = server.bodies
+    assert [s.path for s in server.seen] == ["/v1/chat/completions"] * 2
+    first, second = (s.json for s in server.seen)
     assert first["model"] == "local-model"
     assert [m["role"] for m in first["messages"]] == ["system", "user"]
     assert "calculate" in {t["function"]["name"] for t in first["tools"]}
@@ -705,16 +661,16 @@ def test_a_tool_call_round_trip_through_a_local_http_server(
 
 
 def test_a_500_storm_is_an_agent_error_and_the_run_ends_incomplete(
-    server: ChatServer, harness: Callable[..., TestKernel]
+    server: LocalServer, harness: Callable[..., TestKernel]
 ) -> None:
-    server.respond = lambda body: (500, {"error": {"message": "the GPU is on fire"}}, {"Retry-After": "0"})
+    server.set_default(Reply(500, {"error": {"message": "the GPU is on fire"}}, {"Retry-After": "0"}))
     tk = harness(server_config(server, max_retries=2))
     seen = collect_events(tk, "agent:*")
     session = tk.session()
     with pytest.raises(AgentError, match=r"500.*the GPU is on fire"):
         session.run("hello?")
 
-    assert len(server.bodies) == 3  # the first attempt and two retries
+    assert len(server.seen) == 3  # the first attempt and two retries
     rec = tk.recorder
     assert rec is not None
     assert [e["attempt"] for e in rec.of("api_request_error")] == [1, 2, 3]

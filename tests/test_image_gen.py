@@ -1,9 +1,10 @@
 """The image generation slot and the bundled ``openai-compatible`` backend, against a real local server.
 
-``ImageServer`` listens on 127.0.0.1 and speaks enough of the Images API:
-``POST /v1/images/generations`` answers what each test programmed, and
-``GET /files/<name>`` serves the PNG registered under that name (for results
-given as a URL).  It records every request it gets.
+The server (``LocalServer``, from ``local_server``) listens on 127.0.0.1 and
+speaks enough of the Images API: ``POST /v1/images/generations`` answers what
+each test programmed, and ``GET /files/<name>`` serves the PNG registered under
+that name in ``FILES`` (for results given as a URL).  It records every request
+it gets.
 """
 
 from __future__ import annotations
@@ -13,18 +14,15 @@ import json
 import socket
 import struct
 import subprocess
-import threading
-import time
 import zlib
-from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from conftest import CLI, REPO, cli_env, run_json
+from local_server import LocalServer, Reply, Seen
 
 from kernel import Kernel
 from kernel.providers import ImageGenProvider
@@ -61,115 +59,29 @@ BLUE = tiny_png(3, 1, (0, 0, 255))
 # --------------------------------------------------------------------------
 
 
-@dataclass
-class Reply:
-    status: int = 200
-    body: Any = None  # dict/list → JSON; str → text; bytes → as they are
-    delay: float = 0.0
+FILES: dict[str, bytes] = {}  # what ``GET /files/<name>`` serves; emptied before each test
 
 
-@dataclass
-class Seen:
-    method: str
-    path: str
-    headers: dict[str, str]
-    raw: bytes = b""
-
-    @property
-    def json(self) -> Any:
-        return json.loads(self.raw)
-
-
-@dataclass
-class ImageServer:
-    replies: deque[Reply] = field(default_factory=deque)
-    files: dict[str, bytes] = field(default_factory=dict)
-    seen: list[Seen] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def __post_init__(self) -> None:
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def _send(self, reply: Reply) -> None:
-                if reply.delay:
-                    time.sleep(reply.delay)
-                body = reply.body
-                if isinstance(body, dict | list):
-                    data, kind = json.dumps(body).encode(), "application/json"
-                elif isinstance(body, str):
-                    data, kind = body.encode(), "text/plain"
-                else:
-                    data, kind = body or b"", "image/png"
-                try:
-                    self.send_response(reply.status)
-                    self.send_header("Content-Type", kind)
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
-
-            def _record(self, method: str, raw: bytes = b"") -> None:
-                headers = {k.lower(): v for k, v in self.headers.items()}
-                with server.lock:
-                    server.seen.append(Seen(method, self.path, headers, raw))
-
-            def do_POST(self) -> None:
-                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                self._record("POST", raw)
-                with server.lock:
-                    reply = server.replies.popleft() if server.replies else None
-                self._send(reply or Reply(418, {"error": {"message": "test server: no reply programmed"}}))
-
-            def do_GET(self) -> None:
-                self._record("GET")
-                name = self.path.rsplit("/", 1)[-1]
-                data = server.files.get(name) if self.path.startswith("/files/") else None
-                self._send(Reply(200, data) if data is not None else Reply(404, "no such file"))
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.port = self.httpd.server_address[1]
-        self.root = f"http://127.0.0.1:{self.port}"
-        self.base_url = f"{self.root}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    def program(self, *replies: Reply) -> None:
-        with self.lock:
-            self.replies.extend(replies)
-
-    def reset(self) -> None:
-        with self.lock:
-            self.replies.clear()
-            self.seen.clear()
-            self.files.clear()
-
-    def posts(self) -> list[Seen]:
-        return [s for s in self.seen if s.method == "POST"]
+def serve_file(seen: Seen) -> Reply:
+    name = seen.path.rsplit("/", 1)[-1]
+    data = FILES.get(name) if seen.path.startswith("/files/") else None
+    return Reply(200, data) if data is not None else Reply(404, "no such file")
 
 
 @pytest.fixture(scope="module")
-def image_server() -> Iterator[ImageServer]:
-    server = ImageServer()
-    server.thread.start()
-    yield server
-    server.httpd.shutdown()
-    server.httpd.server_close()
+def image_server() -> Iterator[LocalServer]:
+    with LocalServer(bytes_type="image/png") as server:
+        server.route("GET", "/", serve_file)
+        yield server
 
 
 @pytest.fixture
-def server(image_server: ImageServer) -> Iterator[ImageServer]:
+def server(image_server: LocalServer) -> Iterator[LocalServer]:
     image_server.reset()
+    FILES.clear()
     yield image_server
     image_server.reset()
+    FILES.clear()
 
 
 @pytest.fixture
@@ -181,7 +93,7 @@ def kernel_of(make_kernel: Callable[..., Kernel], monkeypatch: pytest.MonkeyPatc
     return make_kernel
 
 
-def config_for(server: ImageServer, **extra: Any) -> dict[str, Any]:
+def config_for(server: LocalServer, **extra: Any) -> dict[str, Any]:
     return {
         "image_gen": {
             "provider": "openai-compatible",
@@ -227,7 +139,7 @@ def saved(result: dict[str, Any], home: Path) -> bytes:
     ],
 )
 def test_b64_result_is_saved_and_the_request_is_right(
-    kernel_of: Callable[..., Kernel], server: ImageServer, home: Path, aspect: str, size: str, reported: str
+    kernel_of: Callable[..., Kernel], server: LocalServer, home: Path, aspect: str, size: str, reported: str
 ) -> None:
     server.program(b64_reply(revised_prompt="a red square, flat"))
     k = kernel_of(config_for(server))
@@ -248,9 +160,9 @@ def test_b64_result_is_saved_and_the_request_is_right(
 
 
 def test_url_result_is_downloaded_from_the_server(
-    kernel_of: Callable[..., Kernel], server: ImageServer, home: Path
+    kernel_of: Callable[..., Kernel], server: LocalServer, home: Path
 ) -> None:
-    server.files["blue.png"] = BLUE
+    FILES["blue.png"] = BLUE
     server.program(Reply(200, {"data": [{"url": f"{server.root}/files/blue.png"}]}))
     k = kernel_of(config_for(server, response_format="url", model="my-diffusion"))
     result = backend(k).generate("a blue line", "portrait")
@@ -269,9 +181,9 @@ def test_url_result_is_downloaded_from_the_server(
 
 
 def test_relative_url_result_is_resolved_against_the_base_url(
-    kernel_of: Callable[..., Kernel], server: ImageServer, home: Path
+    kernel_of: Callable[..., Kernel], server: LocalServer, home: Path
 ) -> None:
-    server.files["red.png"] = RED
+    FILES["red.png"] = RED
     server.program(Reply(200, {"data": [{"url": "/files/red.png"}]}))
     k = kernel_of(config_for(server))
     result = backend(k).generate("red")
@@ -279,7 +191,7 @@ def test_relative_url_result_is_resolved_against_the_base_url(
 
 
 def test_each_image_gets_its_own_file(
-    kernel_of: Callable[..., Kernel], server: ImageServer, home: Path
+    kernel_of: Callable[..., Kernel], server: LocalServer, home: Path
 ) -> None:
     server.program(b64_reply(RED), b64_reply(BLUE))
     provider = backend(kernel_of(config_for(server)))
@@ -298,7 +210,7 @@ def test_each_image_gets_its_own_file(
     ],
 )
 def test_dall_e_models_get_sizes_they_accept(
-    kernel_of: Callable[..., Kernel], server: ImageServer, model: str, sizes: list[str]
+    kernel_of: Callable[..., Kernel], server: LocalServer, model: str, sizes: list[str]
 ) -> None:
     server.program(b64_reply(), b64_reply(), b64_reply())
     provider = backend(kernel_of(config_for(server, model=model)))
@@ -308,7 +220,7 @@ def test_dall_e_models_get_sizes_they_accept(
 
 
 def test_model_keyword_overrides_and_unknown_keywords_are_ignored(
-    kernel_of: Callable[..., Kernel], server: ImageServer, home: Path
+    kernel_of: Callable[..., Kernel], server: LocalServer, home: Path
 ) -> None:
     server.program(b64_reply())
     provider = backend(kernel_of(config_for(server)))
@@ -318,7 +230,7 @@ def test_model_keyword_overrides_and_unknown_keywords_are_ignored(
 
 
 def test_environment_supplies_url_and_key(
-    kernel_of: Callable[..., Kernel], server: ImageServer, home: Path, monkeypatch: pytest.MonkeyPatch
+    kernel_of: Callable[..., Kernel], server: LocalServer, home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     k = kernel_of({"image_gen": {"provider": "openai-compatible"}})
     monkeypatch.setenv("OPENAI_BASE_URL", server.base_url + "/")
@@ -331,7 +243,7 @@ def test_environment_supplies_url_and_key(
 
 
 def test_config_wins_over_the_environment(
-    kernel_of: Callable[..., Kernel], server: ImageServer, home: Path, monkeypatch: pytest.MonkeyPatch
+    kernel_of: Callable[..., Kernel], server: LocalServer, home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
     monkeypatch.setenv("OPENAI_API_KEY", "env-key")
@@ -342,7 +254,7 @@ def test_config_wins_over_the_environment(
 
 
 def test_no_key_sends_no_authorization(
-    kernel_of: Callable[..., Kernel], server: ImageServer, home: Path
+    kernel_of: Callable[..., Kernel], server: LocalServer, home: Path
 ) -> None:
     server.program(b64_reply())
     k = kernel_of({"image_gen": {"provider": "openai-compatible", "base_url": server.base_url}})
@@ -377,7 +289,7 @@ def error_of(result: dict[str, Any], error_type: str) -> str:
     ],
 )
 def test_http_errors_carry_the_server_message(
-    kernel_of: Callable[..., Kernel], server: ImageServer, home: Path, reply: Reply, expected: str
+    kernel_of: Callable[..., Kernel], server: LocalServer, home: Path, reply: Reply, expected: str
 ) -> None:
     server.program(reply)
     result = backend(kernel_of(config_for(server))).generate("a cat", "square")
@@ -386,7 +298,7 @@ def test_http_errors_carry_the_server_message(
     assert not (home / "cache" / "images").exists() or not any((home / "cache" / "images").iterdir())
 
 
-def test_the_key_is_never_echoed_back(kernel_of: Callable[..., Kernel], server: ImageServer) -> None:
+def test_the_key_is_never_echoed_back(kernel_of: Callable[..., Kernel], server: LocalServer) -> None:
     server.program(Reply(401, {"error": {"message": f"Incorrect API key provided: {API_KEY}"}}))
     error = error_of(backend(kernel_of(config_for(server))).generate("x"), "http_error")
     assert "Incorrect API key provided: ***" in error
@@ -405,19 +317,19 @@ def test_the_key_is_never_echoed_back(kernel_of: Callable[..., Kernel], server: 
     ],
 )
 def test_malformed_bodies(
-    kernel_of: Callable[..., Kernel], server: ImageServer, body: Any, expected: str
+    kernel_of: Callable[..., Kernel], server: LocalServer, body: Any, expected: str
 ) -> None:
     server.program(Reply(200, body))
     assert expected in error_of(backend(kernel_of(config_for(server))).generate("x"), "malformed_response")
 
 
-def test_a_url_that_cannot_be_downloaded(kernel_of: Callable[..., Kernel], server: ImageServer) -> None:
+def test_a_url_that_cannot_be_downloaded(kernel_of: Callable[..., Kernel], server: LocalServer) -> None:
     server.program(Reply(200, {"data": [{"url": f"{server.root}/files/missing.png"}]}))
     error = error_of(backend(kernel_of(config_for(server))).generate("x"), "download_error")
     assert "/files/missing.png" in error and "404" in error
 
 
-def test_timeout(kernel_of: Callable[..., Kernel], server: ImageServer) -> None:
+def test_timeout(kernel_of: Callable[..., Kernel], server: LocalServer) -> None:
     server.program(Reply(200, {"data": []}, delay=2.0))
     error = error_of(backend(kernel_of(config_for(server, timeout=0.3))).generate("slow"), "timeout")
     assert "timed out after 0.3s" in error
@@ -438,7 +350,7 @@ def test_connection_refused(kernel_of: Callable[..., Kernel]) -> None:
 
 
 def test_generate_image_tool_end_to_end(
-    kernel_of: Callable[..., Kernel], server: ImageServer, home: Path
+    kernel_of: Callable[..., Kernel], server: LocalServer, home: Path
 ) -> None:
     server.program(b64_reply())
     k = kernel_of(config_for(server))
@@ -535,7 +447,7 @@ def test_another_plugin_backend_can_be_selected(
 
 
 def test_two_plugins_offering_the_same_name_warn_naming_both(
-    kernel_of: Callable[..., Kernel], plugin_dir: Callable[..., Path], server: ImageServer, home: Path
+    kernel_of: Callable[..., Kernel], plugin_dir: Callable[..., Path], server: LocalServer, home: Path
 ) -> None:
     plugin_dir("zz-images", SOLID_PLUGIN.replace('"solid"', '"openai-compatible"'))
     server.program(b64_reply(BLUE))
@@ -546,7 +458,7 @@ def test_two_plugins_offering_the_same_name_warn_naming_both(
     assert saved(run_json(k.tools.dispatch("generate_image", {"prompt": "p"})), home) == BLUE
 
 
-def test_descriptive_methods(kernel_of: Callable[..., Kernel], server: ImageServer) -> None:
+def test_descriptive_methods(kernel_of: Callable[..., Kernel], server: LocalServer) -> None:
     provider = backend(kernel_of(config_for(server, model="dall-e-3")))
     assert isinstance(provider, ImageGenProvider)
     assert provider.default_model() == "dall-e-3"

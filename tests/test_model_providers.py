@@ -11,18 +11,15 @@ import shutil
 import subprocess
 import sys
 import textwrap
-import threading
 import types
-from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from conftest import REPO, cli_env, run_json, write_plugin
+from local_server import LocalServer, Reply
 
 from kernel import Kernel
 from kernel.providers import ProviderLookupError
@@ -73,67 +70,6 @@ PROVIDER_MANIFEST = {"name": "acme", "version": "1.0.0", "kind": "model-provider
 # --------------------------------------------------------------------------
 
 
-@dataclass
-class Reply:
-    status: int = 200
-    body: Any = None
-    headers: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass
-class Request:
-    path: str
-    headers: dict[str, str]
-    body: dict[str, Any]
-
-
-class LocalChatServer:
-    """Answers ``POST /v1/chat/completions`` with programmed replies and records every request."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.replies: deque[Reply] = deque()
-        self.requests: list[Request] = []
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                request = Request(self.path, {k.lower(): v for k, v in self.headers.items()}, json.loads(raw))
-                with outer.lock:
-                    outer.requests.append(request)
-                    reply = outer.replies.popleft() if outer.replies else None
-                if reply is None:
-                    reply = Reply(418, {"error": {"message": "no reply programmed"}})
-                data = json.dumps(reply.body).encode()
-                self.send_response(reply.status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                for name, value in reply.headers.items():
-                    self.send_header(name, value)
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    def program(self, *replies: Reply) -> None:
-        with self.lock:
-            self.replies.extend(replies)
-
-    def reset(self) -> None:
-        with self.lock:
-            self.replies.clear()
-            self.requests.clear()
-
-
 def chat_body(
     text: str | None,
     *,
@@ -156,22 +92,19 @@ def chat_body(
 
 
 @pytest.fixture(scope="module")
-def _server() -> Iterator[LocalChatServer]:
-    server = LocalChatServer()
-    server.thread.start()
-    yield server
-    server.httpd.shutdown()
-    server.httpd.server_close()
+def _server() -> Iterator[LocalServer]:
+    with LocalServer(default=Reply(418, {"error": {"message": "no reply programmed"}})) as server:
+        yield server
 
 
 @pytest.fixture
-def server(_server: LocalChatServer) -> Iterator[LocalChatServer]:
+def server(_server: LocalServer) -> Iterator[LocalServer]:
     _server.reset()
     yield _server
     _server.reset()
 
 
-def openai_config(server: LocalChatServer, **extra: Any) -> dict[str, Any]:
+def openai_config(server: LocalServer, **extra: Any) -> dict[str, Any]:
     model = {"provider": "openai-compatible", "model": "m1", "base_url": server.base_url, "api_key": API_KEY}
     model.update(extra)
     return {"model": model}
@@ -645,7 +578,7 @@ CALCULATE_TOOL = {
 
 
 def test_model_talks_to_the_configured_endpoint(
-    server: LocalChatServer,
+    server: LocalServer,
     bundled_providers: Path,
     make_kernel: Callable[..., Kernel],
     plugin_dir: Callable[..., Path],
@@ -688,13 +621,13 @@ def test_model_talks_to_the_configured_endpoint(
     assert (second.usage.input_tokens, second.usage.output_tokens, second.usage.total_tokens) == (30, 6, 36)
     assert second.provider == "openai-compatible" and second.model == "served-m1"
 
-    assert [r.path for r in server.requests] == ["/v1/chat/completions"] * 2
-    for request in server.requests:
+    assert [r.path for r in server.seen] == ["/v1/chat/completions"] * 2
+    for request in server.seen:
         assert request.headers["authorization"] == f"Bearer {API_KEY}"
-        assert request.body["model"] == "m1"
-    assert server.requests[0].body["messages"] == USER
-    assert server.requests[0].body["tools"] == [{"type": "function", "function": CALCULATE_TOOL}]
-    assert server.requests[1].body["messages"][1]["tool_calls"][0]["function"]["name"] == "calculate"
+        assert request.json["model"] == "m1"
+    assert server.seen[0].json["messages"] == USER
+    assert server.seen[0].json["tools"] == [{"type": "function", "function": CALCULATE_TOOL}]
+    assert server.seen[1].json["messages"][1]["tool_calls"][0]["function"]["name"] == "calculate"
 
     kinds = [kind for kind, _ in sink.calls]
     assert kinds == ["pre", "post", "pre", "post"]
@@ -710,17 +643,17 @@ def test_model_talks_to_the_configured_endpoint(
 
 
 def test_model_async_complete(
-    server: LocalChatServer, bundled_providers: Path, make_kernel: Callable[..., Kernel]
+    server: LocalServer, bundled_providers: Path, make_kernel: Callable[..., Kernel]
 ) -> None:
     k = make_kernel(config=openai_config(server))
     server.program(Reply(body=chat_body("async hello")))
     result = asyncio.run(k.providers.model().acomplete(USER))
     assert result.text == "async hello"
-    assert server.requests[0].headers["authorization"] == f"Bearer {API_KEY}"
+    assert server.seen[0].headers["authorization"] == f"Bearer {API_KEY}"
 
 
 def test_key_and_url_come_from_the_environment_when_the_config_has_none(
-    server: LocalChatServer,
+    server: LocalServer,
     bundled_providers: Path,
     make_kernel: Callable[..., Kernel],
     monkeypatch: pytest.MonkeyPatch,
@@ -730,14 +663,14 @@ def test_key_and_url_come_from_the_environment_when_the_config_has_none(
     k = make_kernel(config={"model": {"provider": "openai-compatible", "model": "env-model"}})
     server.program(Reply(body=chat_body("from env")))
     assert k.providers.model().complete(USER).text == "from env"
-    request = server.requests[0]
+    request = server.seen[0]
     assert request.path == "/v1/chat/completions"
     assert request.headers["authorization"] == "Bearer sk-from-env"
-    assert request.body["model"] == "env-model"
+    assert request.json["model"] == "env-model"
 
 
 def test_the_config_overrides_the_environment(
-    server: LocalChatServer,
+    server: LocalServer,
     bundled_providers: Path,
     make_kernel: Callable[..., Kernel],
     monkeypatch: pytest.MonkeyPatch,
@@ -747,21 +680,21 @@ def test_the_config_overrides_the_environment(
     k = make_kernel(config=openai_config(server))
     server.program(Reply(body=chat_body("config wins")))
     assert k.providers.model().complete(USER).text == "config wins"
-    assert server.requests[0].headers["authorization"] == f"Bearer {API_KEY}"
+    assert server.seen[0].headers["authorization"] == f"Bearer {API_KEY}"
 
 
 def test_a_local_server_needs_no_key(
-    server: LocalChatServer, bundled_providers: Path, make_kernel: Callable[..., Kernel]
+    server: LocalServer, bundled_providers: Path, make_kernel: Callable[..., Kernel]
 ) -> None:
     k = make_kernel(config={"model": {"provider": "ollama", "model": "llama3", "base_url": server.base_url}})
     server.program(Reply(body=chat_body("no key needed")))
     result = k.providers.model().complete(USER)
     assert result.text == "no key needed" and result.provider == "openai-compatible"
-    assert "authorization" not in server.requests[0].headers
+    assert "authorization" not in server.seen[0].headers
 
 
 def test_the_config_file_in_the_home_selects_the_provider(
-    server: LocalChatServer, bundled_providers: Path, home: Path, make_kernel: Callable[..., Kernel]
+    server: LocalServer, bundled_providers: Path, home: Path, make_kernel: Callable[..., Kernel]
 ) -> None:
     (home / "config.yaml").write_text(
         yaml.safe_dump({"model": {"provider": "vllm", "model": "from-file", "base_url": server.base_url}}),
@@ -770,11 +703,11 @@ def test_the_config_file_in_the_home_selects_the_provider(
     k = make_kernel()
     server.program(Reply(body=chat_body("file config")))
     assert k.providers.model().complete(USER).text == "file config"
-    assert server.requests[0].body["model"] == "from-file"
+    assert server.seen[0].json["model"] == "from-file"
 
 
 def test_a_changed_config_builds_a_new_client(
-    server: LocalChatServer, bundled_providers: Path, make_kernel: Callable[..., Kernel]
+    server: LocalServer, bundled_providers: Path, make_kernel: Callable[..., Kernel]
 ) -> None:
     k = make_kernel(config=openai_config(server))
     first = k.providers.model()
@@ -785,11 +718,11 @@ def test_a_changed_config_builds_a_new_client(
     assert k.providers.model() is second
     server.program(Reply(body=chat_body("from m2")))
     assert second.complete(USER).text == "from m2"
-    assert server.requests[0].body["model"] == "m2"
+    assert server.seen[0].json["model"] == "m2"
 
 
 def test_timeout_and_max_retries_come_from_the_config(
-    server: LocalChatServer, bundled_providers: Path, make_kernel: Callable[..., Kernel]
+    server: LocalServer, bundled_providers: Path, make_kernel: Callable[..., Kernel]
 ) -> None:
     k = make_kernel(config=openai_config(server, timeout=7.5, max_retries=1))
     client = k.providers.model()
@@ -799,11 +732,11 @@ def test_timeout_and_max_retries_come_from_the_config(
     with pytest.raises(ProviderError) as caught:
         client.complete(USER)
     assert caught.value.status_code == 503 and "overloaded" in str(caught.value)
-    assert len(server.requests) == 2, "max_retries: 1 means one retry"
+    assert len(server.seen) == 2, "max_retries: 1 means one retry"
 
 
 def test_a_client_error_is_not_retried(
-    server: LocalChatServer, bundled_providers: Path, make_kernel: Callable[..., Kernel]
+    server: LocalServer, bundled_providers: Path, make_kernel: Callable[..., Kernel]
 ) -> None:
     k = make_kernel(config=openai_config(server, api_key="sk-wrong"))
     server.program(Reply(401, {"error": {"message": "invalid key sk-wrong"}}))
@@ -811,7 +744,7 @@ def test_a_client_error_is_not_retried(
         k.providers.model().complete(USER)
     assert caught.value.status_code == 401
     assert "sk-wrong" not in str(caught.value), "the key is masked even when the server echoes it"
-    assert len(server.requests) == 1
+    assert len(server.seen) == 1
 
 
 def test_no_provider_configured(bundled_providers: Path, make_kernel: Callable[..., Kernel]) -> None:
@@ -840,7 +773,7 @@ def test_openai_compatible_without_a_base_url_is_unavailable(
 
 
 def test_openai_compatible_without_a_model_name(
-    server: LocalChatServer, bundled_providers: Path, make_kernel: Callable[..., Kernel]
+    server: LocalServer, bundled_providers: Path, make_kernel: Callable[..., Kernel]
 ) -> None:
     k = make_kernel(config={"model": {"provider": "openai-compatible", "base_url": server.base_url}})
     with pytest.raises(ProviderSelectionError, match=r"model\.model"):
@@ -865,7 +798,7 @@ def test_a_key_requiring_profile_without_a_key_is_unavailable(
 
 
 def test_model_on_a_kernel_that_was_never_loaded(
-    server: LocalChatServer, bundled_providers: Path, make_kernel: Callable[..., Kernel]
+    server: LocalServer, bundled_providers: Path, make_kernel: Callable[..., Kernel]
 ) -> None:
     k = make_kernel(config=openai_config(server), load=False)
     server.program(Reply(body=chat_body("lazy")))
@@ -874,7 +807,7 @@ def test_model_on_a_kernel_that_was_never_loaded(
 
 
 def test_shutdown_closes_the_client(
-    server: LocalChatServer, bundled_providers: Path, make_kernel: Callable[..., Kernel]
+    server: LocalServer, bundled_providers: Path, make_kernel: Callable[..., Kernel]
 ) -> None:
     k = make_kernel(config=openai_config(server))
     client = k.providers.model()
@@ -1053,7 +986,7 @@ def test_status_of_the_bundled_model_providers(
 
 
 def test_status_follows_the_config_and_aliases(
-    server: LocalChatServer, bundled_providers: Path, make_kernel: Callable[..., Kernel]
+    server: LocalServer, bundled_providers: Path, make_kernel: Callable[..., Kernel]
 ) -> None:
     k = make_kernel(config={"model": {"provider": "vLLM", "model": "m1", "base_url": server.base_url}})
     rows = model_rows(k)

@@ -1,8 +1,9 @@
 """The chat-completions transport against a real HTTP server on 127.0.0.1.
 
-The server (``ChatServer``) speaks the chat-completions protocol: each test
-programs the replies it wants (a queue of ``Reply`` objects or functions of the
-request) and reads back the requests it got (method, path, headers, JSON body).
+The server (``LocalServer``, from ``local_server``) stands in for a
+chat-completions endpoint: each test programs the replies it wants (a queue of
+``Reply`` objects or functions of the request) and reads back the requests it
+got (method, path, headers, JSON body).
 """
 
 from __future__ import annotations
@@ -13,14 +14,12 @@ import json
 import socket
 import threading
 import time
-from collections import deque
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from conftest import agent_log
+from local_server import LocalServer, Reply, Seen
 
 from kernel import hookimpl
 from kernel.providers import ProviderProfile
@@ -38,26 +37,6 @@ API_KEY = "sk-test-SECRET-0123456789"
 # --------------------------------------------------------------------------
 # The server
 # --------------------------------------------------------------------------
-
-
-@dataclass
-class Reply:
-    status: int = 200
-    body: Any = None  # dict/list → JSON; str/bytes → sent as they are
-    headers: dict[str, str] = field(default_factory=dict)
-    delay: float = 0.0
-
-
-@dataclass
-class Seen:
-    method: str
-    path: str
-    headers: dict[str, str]  # lower-cased names
-    raw: bytes
-
-    @property
-    def json(self) -> Any:
-        return json.loads(self.raw)
 
 
 def completion(
@@ -82,97 +61,25 @@ def completion(
     return body
 
 
-class ChatServer:
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.replies: deque[Reply | Callable[[Seen], Reply]] = deque()
-        self.seen: list[Seen] = []
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:  # quiet
-                pass
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length)
-                seen = Seen(
-                    method="POST",
-                    path=self.path,
-                    headers={k.lower(): v for k, v in self.headers.items()},
-                    raw=raw,
-                )
-                with server.lock:
-                    server.seen.append(seen)
-                    programmed = server.replies.popleft() if server.replies else None
-                if programmed is None:
-                    reply = Reply(418, {"error": {"message": "test server: no reply programmed"}})
-                elif callable(programmed):
-                    reply = programmed(seen)
-                else:
-                    reply = programmed
-                if reply.delay:
-                    time.sleep(reply.delay)
-                body = reply.body
-                if isinstance(body, dict | list):
-                    data = json.dumps(body).encode()
-                    content_type = "application/json"
-                elif isinstance(body, str):
-                    data = body.encode()
-                    content_type = "text/plain"
-                else:
-                    data = body or b""
-                    content_type = "application/octet-stream"
-                try:
-                    self.send_response(reply.status)
-                    self.send_header("Content-Type", content_type)
-                    self.send_header("Content-Length", str(len(data)))
-                    for name, value in reply.headers.items():
-                        self.send_header(name, value)
-                    self.end_headers()
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client gave up (the timeout test)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.port = self.httpd.server_address[1]
-        self.base_url = f"http://127.0.0.1:{self.port}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    def program(self, *replies: Reply | Callable[[Seen], Reply]) -> None:
-        with self.lock:
-            self.replies.extend(replies)
-
-    def reset(self) -> None:
-        with self.lock:
-            self.replies.clear()
-            self.seen.clear()
-
-    def models_seen(self) -> list[str]:
-        return [s.json["model"] for s in self.seen]
+def models_seen(server: LocalServer) -> list[str]:
+    return [s.json["model"] for s in server.seen]
 
 
 @pytest.fixture(scope="module")
-def chat_server() -> Iterator[ChatServer]:
-    server = ChatServer()
-    server.thread.start()
-    yield server
-    server.httpd.shutdown()
-    server.httpd.server_close()
+def chat_server() -> Iterator[LocalServer]:
+    with LocalServer() as server:
+        yield server
 
 
 @pytest.fixture
-def server(chat_server: ChatServer) -> Iterator[ChatServer]:
+def server(chat_server: LocalServer) -> Iterator[LocalServer]:
     chat_server.reset()
     yield chat_server
     chat_server.reset()
 
 
 def make_transport(
-    server: ChatServer, profile: ProviderProfile | None = None, **kwargs: Any
+    server: LocalServer, profile: ProviderProfile | None = None, **kwargs: Any
 ) -> ChatCompletionsTransport:
     kwargs.setdefault("model", "main-model")
     kwargs.setdefault("api_key", API_KEY)
@@ -191,7 +98,7 @@ USER = [{"role": "user", "content": "hi there"}]
 # --------------------------------------------------------------------------
 
 
-def test_plain_reply(server: ChatServer) -> None:
+def test_plain_reply(server: LocalServer) -> None:
     server.program(Reply(body=completion("Hello, human.", model="served-model")))
     with make_transport(server) as transport:
         result = transport.complete(USER)
@@ -210,7 +117,7 @@ def test_plain_reply(server: ChatServer) -> None:
     assert seen.json == {"model": "main-model", "messages": USER}
 
 
-def test_model_falls_back_to_the_requested_one_and_null_content_is_empty(server: ChatServer) -> None:
+def test_model_falls_back_to_the_requested_one_and_null_content_is_empty(server: LocalServer) -> None:
     body = completion(None)
     del body["model"]
     server.program(Reply(body=body))
@@ -219,7 +126,7 @@ def test_model_falls_back_to_the_requested_one_and_null_content_is_empty(server:
     assert result.model == "main-model"
 
 
-def test_tool_calls_with_string_and_dict_arguments(server: ChatServer) -> None:
+def test_tool_calls_with_string_and_dict_arguments(server: LocalServer) -> None:
     calls = [
         {"id": "call_a", "type": "function", "function": {"name": "add", "arguments": '{"a": 1, "b": 2}'}},
         {"id": "call_b", "type": "function", "function": {"name": "lookup", "arguments": {"q": "ünïcode"}}},
@@ -274,7 +181,7 @@ class TunedProfile(ProviderProfile):
         return {"reasoning": reasoning_config}, {"top_p": 0.5, "shared": "from-kwargs"}
 
 
-def test_request_body_and_headers_with_profile_hooks(server: ChatServer) -> None:
+def test_request_body_and_headers_with_profile_hooks(server: LocalServer) -> None:
     profile = TunedProfile(
         name="tuned",
         default_headers={"X-Title": "hermes-kernel", "HTTP-Referer": "https://example.invalid"},
@@ -318,7 +225,7 @@ def test_request_body_and_headers_with_profile_hooks(server: ChatServer) -> None
     assert seen.headers["content-type"] == "application/json"
 
 
-def test_extra_body_argument_is_merged_last_and_max_tokens_given_wins(server: ChatServer) -> None:
+def test_extra_body_argument_is_merged_last_and_max_tokens_given_wins(server: LocalServer) -> None:
     profile = TunedProfile(name="tuned", default_max_tokens=256)
     server.program(Reply(body=completion("ok")))
     make_transport(server, profile).complete(
@@ -331,7 +238,7 @@ def test_extra_body_argument_is_merged_last_and_max_tokens_given_wins(server: Ch
     assert body["top_p"] == 0.1
 
 
-def test_no_authorization_header_without_a_key(server: ChatServer) -> None:
+def test_no_authorization_header_without_a_key(server: LocalServer) -> None:
     server.program(Reply(body=completion("ok")))
     make_transport(server, api_key=None).complete(USER)
     headers = server.seen[0].headers
@@ -354,7 +261,7 @@ def test_missing_base_url_or_model_is_a_provider_error() -> None:
 # --------------------------------------------------------------------------
 
 
-def test_429_with_retry_after_then_success(server: ChatServer) -> None:
+def test_429_with_retry_after_then_success(server: LocalServer) -> None:
     server.program(
         Reply(429, {"error": {"message": "slow down"}}, headers={"Retry-After": "0"}),
         Reply(body=completion("finally")),
@@ -379,7 +286,7 @@ class DelayRecordingTransport(ChatCompletionsTransport):
         return delay
 
 
-def test_waits_follow_retry_after_else_backoff(server: ChatServer) -> None:
+def test_waits_follow_retry_after_else_backoff(server: LocalServer) -> None:
     server.program(
         Reply(503, {"error": {"message": "busy"}}, headers={"Retry-After": "0"}),
         Reply(500, {"error": {"message": "boom"}}),
@@ -404,7 +311,7 @@ def test_waits_follow_retry_after_else_backoff(server: ChatServer) -> None:
     assert len(server.seen) == 4
 
 
-def test_429_with_retry_after_as_http_date(server: ChatServer) -> None:
+def test_429_with_retry_after_as_http_date(server: LocalServer) -> None:
     past = email.utils.formatdate(time.time() - 60, usegmt=True)
     server.program(
         Reply(429, {"error": {"message": "slow down"}}, headers={"Retry-After": past}),
@@ -435,20 +342,20 @@ def test_retry_delay_policy() -> None:
     assert transport.retry_delay(10) == 5.0
 
 
-def test_500_storm_then_the_fallback_model_succeeds(server: ChatServer) -> None:
+def test_500_storm_then_the_fallback_model_succeeds(server: LocalServer) -> None:
     profile = ProviderProfile(name="local", fallback_models=("backup-model",))
     storm = [Reply(500, {"error": {"message": "upstream exploded"}}) for _ in range(3)]
     server.program(*storm, lambda seen: Reply(body=completion("from backup", model=seen.json["model"])))
     result = make_transport(server, profile, max_retries=2).complete(USER)
     assert result.text == "from backup"
     assert result.model == "backup-model"
-    assert server.models_seen() == ["main-model"] * 3 + ["backup-model"]
+    assert models_seen(server) == ["main-model"] * 3 + ["backup-model"]
     # Apart from the model, the fallback request is the same.
     first, last = server.seen[0].json, server.seen[-1].json
     assert {**first, "model": "backup-model"} == last
 
 
-def test_every_model_failing_raises_the_last_error(server: ChatServer) -> None:
+def test_every_model_failing_raises_the_last_error(server: LocalServer) -> None:
     profile = ProviderProfile(name="local", fallback_models=("backup-model",))
     server.program(*[Reply(503, {"error": {"message": "overloaded"}}) for _ in range(4)])
     with pytest.raises(ProviderError) as info:
@@ -460,10 +367,10 @@ def test_every_model_failing_raises_the_last_error(server: ChatServer) -> None:
     assert error.provider == "local"
     assert "overloaded" in str(error)
     assert "backup-model" in str(error)
-    assert server.models_seen() == ["main-model", "main-model", "backup-model", "backup-model"]
+    assert models_seen(server) == ["main-model", "main-model", "backup-model", "backup-model"]
 
 
-def test_400_is_not_retried_nor_falls_back(server: ChatServer) -> None:
+def test_400_is_not_retried_nor_falls_back(server: LocalServer) -> None:
     profile = ProviderProfile(name="local", fallback_models=("backup-model",))
     server.program(
         Reply(400, {"error": {"message": "Unknown parameter: 'frobnicate'", "type": "invalid_request_error"}})
@@ -478,7 +385,7 @@ def test_400_is_not_retried_nor_falls_back(server: ChatServer) -> None:
     assert len(server.seen) == 1
 
 
-def test_an_error_echoing_the_key_has_it_masked(server: ChatServer) -> None:
+def test_an_error_echoing_the_key_has_it_masked(server: LocalServer) -> None:
     server.program(Reply(401, {"error": {"message": f"Incorrect API key provided: {API_KEY}"}}))
     with pytest.raises(ProviderError) as info:
         make_transport(server).complete(USER)
@@ -488,7 +395,7 @@ def test_an_error_echoing_the_key_has_it_masked(server: ChatServer) -> None:
     assert len(server.seen) == 1
 
 
-def test_a_plain_text_error_body_is_quoted(server: ChatServer) -> None:
+def test_a_plain_text_error_body_is_quoted(server: LocalServer) -> None:
     server.program(Reply(404, "no such route here"))
     with pytest.raises(ProviderError, match="HTTP 404: no such route here"):
         make_transport(server).complete(USER)
@@ -514,7 +421,7 @@ def test_a_plain_text_error_body_is_quoted(server: ChatServer) -> None:
     ],
 )
 def test_malformed_body_is_a_provider_error_without_retry(
-    server: ChatServer, body: Any, expected: str
+    server: LocalServer, body: Any, expected: str
 ) -> None:
     server.program(Reply(200, body))
     with pytest.raises(ProviderError) as info:
@@ -527,15 +434,15 @@ def test_malformed_body_is_a_provider_error_without_retry(
     assert len(server.seen) == 1
 
 
-def test_malformed_body_moves_on_to_the_fallback_model(server: ChatServer) -> None:
+def test_malformed_body_moves_on_to_the_fallback_model(server: LocalServer) -> None:
     profile = ProviderProfile(name="local", fallback_models=("backup-model",))
     server.program(Reply(200, "not json at all"), Reply(body=completion("sane", model="backup-model")))
     result = make_transport(server, profile, max_retries=3).complete(USER)
     assert result.text == "sane"
-    assert server.models_seen() == ["main-model", "backup-model"]
+    assert models_seen(server) == ["main-model", "backup-model"]
 
 
-def test_timeout_is_a_provider_error(server: ChatServer) -> None:
+def test_timeout_is_a_provider_error(server: LocalServer) -> None:
     server.program(Reply(body=completion("too late"), delay=1.0))
     with pytest.raises(ProviderError) as info:
         make_transport(server, timeout=0.3, max_retries=0).complete(USER)
@@ -546,7 +453,7 @@ def test_timeout_is_a_provider_error(server: ChatServer) -> None:
     assert len(server.seen) == 1
 
 
-def test_timeout_then_success_is_retried(server: ChatServer) -> None:
+def test_timeout_then_success_is_retried(server: LocalServer) -> None:
     server.program(Reply(body=completion("too late"), delay=1.0), Reply(body=completion("in time")))
     result = make_transport(server, timeout=0.3, max_retries=1).complete(USER)
     assert result.text == "in time"
@@ -581,7 +488,7 @@ def test_connection_refused_is_retried_then_raised() -> None:
 # --------------------------------------------------------------------------
 
 
-def test_usage_is_read_from_the_response(server: ChatServer) -> None:
+def test_usage_is_read_from_the_response(server: LocalServer) -> None:
     usage = {
         "prompt_tokens": 120,
         "completion_tokens": 30,
@@ -606,7 +513,7 @@ def test_usage_is_read_from_the_response(server: ChatServer) -> None:
     }
 
 
-def test_cost_from_profile_prices(server: ChatServer) -> None:
+def test_cost_from_profile_prices(server: LocalServer) -> None:
     usage = {"prompt_tokens": 2_000_000, "completion_tokens": 500_000}
     server.program(Reply(body=completion("ok", usage=usage)))
     profile = ProviderProfile(name="local", prices={"input": 0.5, "output": 1.5})
@@ -617,7 +524,7 @@ def test_cost_from_profile_prices(server: ChatServer) -> None:
     assert result.usage.cost_usd == pytest.approx(2 * 0.5 + 0.5 * 1.5)
 
 
-def test_no_usage_and_no_prices_means_zero_tokens_and_unknown_cost(server: ChatServer) -> None:
+def test_no_usage_and_no_prices_means_zero_tokens_and_unknown_cost(server: LocalServer) -> None:
     server.program(Reply(body=completion("ok")))
     result = make_transport(server).complete(USER)
     assert result.usage == Usage()
@@ -702,7 +609,7 @@ class BrokenObserver:
         raise RuntimeError(f"observer broke on {api_request_id}")
 
 
-def test_hooks_fire_for_every_attempt_without_the_key(server: ChatServer, make_kernel, home) -> None:
+def test_hooks_fire_for_every_attempt_without_the_key(server: LocalServer, make_kernel, home) -> None:
     k = make_kernel()
     recorder = ApiRecorder()
     k.register(recorder, name="api-recorder")
@@ -716,7 +623,7 @@ def test_hooks_fire_for_every_attempt_without_the_key(server: ChatServer, make_k
     transport = make_transport(server, profile, hooks=k, max_retries=1)
     result = transport.complete(USER, session_id="sess-1", task_id="task-1")
     assert result.text == "ok"
-    assert server.models_seen() == ["main-model", "main-model", "backup-model"]
+    assert models_seen(server) == ["main-model", "main-model", "backup-model"]
 
     assert [n for n, _ in recorder.calls] == ["pre", "error", "pre", "error", "pre", "post"]
     pres, errors, posts = recorder.of("pre"), recorder.of("error"), recorder.of("post")
@@ -754,7 +661,7 @@ def test_hooks_fire_for_every_attempt_without_the_key(server: ChatServer, make_k
     assert API_KEY not in log
 
 
-def test_hooks_see_the_final_error_of_a_timeout(server: ChatServer, make_kernel) -> None:
+def test_hooks_see_the_final_error_of_a_timeout(server: LocalServer, make_kernel) -> None:
     k = make_kernel()
     recorder = ApiRecorder()
     k.register(recorder, name="api-recorder")
@@ -779,7 +686,7 @@ def echo(seen: Seen) -> Reply:
     return Reply(body=completion(f"echo: {body['messages'][-1]['content']}", model=body["model"]))
 
 
-def test_acomplete_single_call_with_retry(server: ChatServer) -> None:
+def test_acomplete_single_call_with_retry(server: LocalServer) -> None:
     server.program(Reply(502, {"error": {"message": "bad gateway"}}), echo)
     transport = make_transport(server)
     result = asyncio.run(transport.acomplete([{"role": "user", "content": "async hello"}]))
@@ -787,7 +694,7 @@ def test_acomplete_single_call_with_retry(server: ChatServer) -> None:
     assert len(server.seen) == 2
 
 
-def test_acomplete_gather_with_kernel_hooks(server: ChatServer, make_kernel) -> None:
+def test_acomplete_gather_with_kernel_hooks(server: LocalServer, make_kernel) -> None:
     k = make_kernel()
     recorder = ApiRecorder()
     k.register(recorder, name="api-recorder")
@@ -816,7 +723,7 @@ def test_acomplete_gather_with_kernel_hooks(server: ChatServer, make_kernel) -> 
         assert post["response"]["choices"][0]["message"]["content"] == f"echo: {question}"
 
 
-def test_acomplete_errors_and_fallback(server: ChatServer) -> None:
+def test_acomplete_errors_and_fallback(server: LocalServer) -> None:
     profile = ProviderProfile(name="local", fallback_models=("backup-model",))
     server.program(Reply(body=completion("late"), delay=1.0), Reply(400, {"error": {"message": "bad input"}}))
     transport = make_transport(server, profile, timeout=0.3, max_retries=0)
@@ -825,10 +732,10 @@ def test_acomplete_errors_and_fallback(server: ChatServer) -> None:
     # The timeout moved on to the fallback model, whose 400 is final.
     assert info.value.status_code == 400
     assert "bad input" in str(info.value)
-    assert server.models_seen() == ["main-model", "backup-model"]
+    assert models_seen(server) == ["main-model", "backup-model"]
 
 
-def test_acomplete_does_not_block_the_event_loop(server: ChatServer) -> None:
+def test_acomplete_does_not_block_the_event_loop(server: LocalServer) -> None:
     server.program(Reply(body=completion("slow"), delay=0.3))
     transport = make_transport(server)
 
