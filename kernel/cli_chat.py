@@ -15,7 +15,6 @@ import argparse
 import contextlib
 import copy
 import json
-import re
 import sys
 import tempfile
 import textwrap
@@ -23,9 +22,11 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from .kernel import Kernel
+from .log import SECRET_KEY
+
 if TYPE_CHECKING:
     from .agent import AgentSession, TurnResult
-    from .kernel import Kernel
 
 PROMPT = "you> "
 HISTORY_FILE = ".chat_history"
@@ -49,8 +50,6 @@ DEMO_MEMORY_QUESTION = (
 )
 #: Where the demo script lives, relative to the bundled plugins' root.
 DEMO_SCRIPT = Path("model-providers") / "scripted" / "demo.yaml"
-
-_SECRET_KEY = re.compile(r"(api[_-]?key|token|secret|password|passwd|authorization|credential)", re.I)
 
 
 def add_commands(commands: Any) -> None:
@@ -137,7 +136,7 @@ def _usage_line(result: TurnResult) -> str:
 def _redacted(value: Any) -> Any:
     if isinstance(value, dict):
         return {
-            k: ("***" if _SECRET_KEY.search(str(k)) and v not in (None, "") else _redacted(v))
+            k: ("***" if SECRET_KEY.search(str(k)) and v not in (None, "") else _redacted(v))
             for k, v in value.items()
         }
     if isinstance(value, list):

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from .commands import CLI_BUILTINS, CliCommand, CommandRefused, normalize_command_name
 from .hooks import adapt_hermes_callback
+from .llm import PluginLlm
 from .manifest import Manifest
 from .settings import get_setting, write_setting
 from .tools import ToolConflict
@@ -32,6 +33,7 @@ class PluginContext:
         self._kernel = kernel
         self._record = record
         self._undo: list[Callable[[], None]] = []
+        self._llm: PluginLlm | None = None
 
     # -- identity ------------------------------------------------------------
 
@@ -63,6 +65,13 @@ class PluginContext:
     def logger(self) -> logging.Logger:
         """A stdlib logger for the plugin, rendered like the kernel's own lines."""
         return logging.getLogger(f"{self._kernel._namespace}.{self._record.slug}")
+
+    @property
+    def llm(self) -> PluginLlm:
+        """The user's model for this plugin's own calls (see :mod:`kernel.llm`)."""
+        if self._llm is None:
+            self._llm = PluginLlm(self._kernel, self._record.name)
+        return self._llm
 
     # -- tools and hooks -------------------------------------------------------
 

@@ -210,6 +210,7 @@ class Kernel:
     ) -> None:
         self.home: Path = resolve_home(home)
         self.approver: Approver = approver or terminal_approver
+        self._config_override = copy.deepcopy(dict(config)) if config else None
         self.config, self.problems = load_config(self.home, config)
         self.debug = truthy(os.environ.get("HERMES_PLUGINS_DEBUG"))
         self._namespace = self._claim_namespace()

@@ -7,7 +7,8 @@ processors and attaches two handlers, rendered by structlog's
 same way:
 
 * ``<home>/logs/agent.log``: WARNING and up, DEBUG when
-  ``HERMES_PLUGINS_DEBUG`` is set; created on the first record.
+  ``HERMES_PLUGINS_DEBUG`` is set, and the audit lines of plugins' model
+  calls (INFO); created on the first record.
 * stderr, only with ``HERMES_PLUGINS_DEBUG``: DEBUG and up.
 
 Kernel records do not propagate to the root logger (their message is a
@@ -26,7 +27,11 @@ from typing import Any
 
 import structlog
 
-_SECRET_KEY = re.compile(r"(api[_-]?key|token|secret|password|passwd|authorization|credential)", re.I)
+# Whole words of a key: "api_key", "auth_token", "client_secret" are secret; "input_tokens" is not.
+SECRET_KEY = re.compile(
+    r"(^|[_-])(api[_-]?key|apikey|token|secret|password|passwd|authorization|credentials?|bearer)($|[_-])",
+    re.I,
+)
 _REDACTED = "***"
 _counter = itertools.count(1)
 
@@ -41,7 +46,7 @@ _PARENT.addHandler(logging.NullHandler())
 def redact_secrets(_logger: Any, _method: str, event: dict[str, Any]) -> dict[str, Any]:
     """Replace the values of secret-looking keys so that they never reach a log."""
     for key in event:
-        if _SECRET_KEY.search(key):
+        if SECRET_KEY.search(key):
             event[key] = _REDACTED
     return event
 
@@ -92,7 +97,8 @@ class KernelLogging:
             foreign_pre_chain=_PRE_CHAIN,
         )
         file_handler = _LazyFileHandler(self.log_file, delay=True, encoding="utf-8")
-        file_handler.setLevel(logging.DEBUG if debug else logging.WARNING)
+        # The loggers' levels decide what is written; the handlers take what they pass.
+        file_handler.setLevel(logging.DEBUG)
         file_handler.setFormatter(formatter)
         self._handlers: list[logging.Handler] = [file_handler]
         if debug:
@@ -105,6 +111,19 @@ class KernelLogging:
                 target.addHandler(handler)
             target.setLevel(logging.DEBUG if debug else logging.WARNING)
 
+        # Audit lines (plugin model calls) are written at INFO even when the rest is at WARNING.
+        self.audit_stdlib = logging.getLogger(f"{self.stdlib.name}.audit")
+        self.audit_stdlib.setLevel(logging.INFO)
+        self.audit = KernelLogger(
+            self.audit_stdlib,
+            [
+                structlog.stdlib.filter_by_level,
+                *_PRE_CHAIN,
+                redact_secrets,
+                structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
+            ],
+            {},
+        )
         self.logger = KernelLogger(
             self.stdlib,
             [

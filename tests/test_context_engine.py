@@ -218,7 +218,14 @@ def test_compressor_is_the_default_engine_without_any_config(kernel_of: Callable
     assert engine.threshold_tokens == 96_000
     assert (engine.protect_first_n, engine.protect_last_n) == (3, 6)
     assert engine.compression_count == 0
-    assert engine.summarizer is None  # no ctx.llm yet: the deterministic extract is used
+    # ctx.llm is wired: the user's model would summarise. None is configured here, so the model call
+    # fails and the deterministic extract stands in.
+    assert callable(engine.summarizer)
+    conversation = [{"role": "user", "content": f"message number {i}"} for i in range(14)]
+    squeezed = engine.compress(conversation, force=True)
+    assert len(squeezed) < len(conversation)
+    summary = next(m["content"] for m in squeezed if m["content"].startswith("[Summary of"))
+    assert "message number 5" in summary
 
 
 def test_context_engine_selects_another_engine(

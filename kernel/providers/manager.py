@@ -119,6 +119,30 @@ class ProviderManager:
             self._client_key = key
             return self._client
 
+    def client(self, config: dict[str, Any] | None = None) -> Any:
+        """A model client for ``config`` (a ``model:`` section); ``None`` means the user's, cached.
+
+        Other configurations (a plugin's allowed override) get a fresh client.
+        """
+        if config is None or config == self.model_config():
+            return self.model()
+        name = config.get("provider")
+        if not name:
+            raise ProviderSelectionError("no model provider configured: set model.provider in config.yaml")
+        try:
+            profile = self.catalog.get(str(name))
+        except ProviderLookupError as exc:
+            raise ProviderSelectionError(f"provider: {exc}") from None
+        ok, reason = profile.availability(config)
+        if not ok:
+            raise ProviderSelectionError(f"model provider '{profile.name}' is not available: {reason}")
+        from .transport import ProviderError
+
+        try:
+            return self._make_client(profile, config)
+        except ProviderError as exc:
+            raise ProviderSelectionError(f"model provider '{profile.name}': {exc}") from None
+
     def _make_client(self, profile: ProviderProfile, config: dict[str, Any]) -> Any:
         model = str(config.get("model") or profile.default_model or "")
         if profile.api_mode == "scripted":
