@@ -69,6 +69,22 @@ class _Route:
     profile: str | None
 
 
+@dataclass
+class _Plan:
+    """One call, ready to send."""
+
+    route: _Route
+    client: Any
+    messages: list[dict[str, Any]]
+    kwargs: dict[str, Any]
+    owned: bool
+
+    def close(self) -> None:
+        close = getattr(self.client, "close", None)
+        if self.owned and callable(close):
+            close()
+
+
 class PluginLlm:
     """The model access of one plugin (``ctx.llm``)."""
 
@@ -92,16 +108,11 @@ class PluginLlm:
         purpose: str | None = None,
     ) -> PluginLlmCompleteResult:
         """A chat completion with the user's model (or an allowed override)."""
-        route = self._route(provider, model, agent_id, profile, timeout)
-        client = self._client(route)
-        chat = self._call(
-            lambda: client.complete(
-                _messages(messages), temperature=temperature, max_tokens=max_tokens, extra_body=_extra(route)
-            ),
-            route,
-            client,
+        plan = self._plan(
+            _messages(messages), {}, provider, model, agent_id, profile, timeout, temperature, max_tokens
         )
-        return self._finish("plugin_llm.complete", PluginLlmCompleteResult, chat, route, purpose, {})
+        chat = self._call(lambda: plan.client.complete(plan.messages, **plan.kwargs), plan)
+        return self._finish("plugin_llm.complete", PluginLlmCompleteResult, chat, plan.route, purpose, {})
 
     async def acomplete(
         self,
@@ -117,16 +128,11 @@ class PluginLlm:
         purpose: str | None = None,
     ) -> PluginLlmCompleteResult:
         """As :meth:`complete`, on the caller's event loop."""
-        route = self._route(provider, model, agent_id, profile, timeout)
-        client = self._client(route)
-        chat = await self._acall(
-            client.acomplete(
-                _messages(messages), temperature=temperature, max_tokens=max_tokens, extra_body=_extra(route)
-            ),
-            route,
-            client,
+        plan = self._plan(
+            _messages(messages), {}, provider, model, agent_id, profile, timeout, temperature, max_tokens
         )
-        return self._finish("plugin_llm.complete", PluginLlmCompleteResult, chat, route, purpose, {})
+        chat = await self._acall(plan.client.acomplete(plan.messages, **plan.kwargs), plan)
+        return self._finish("plugin_llm.complete", PluginLlmCompleteResult, chat, plan.route, purpose, {})
 
     # -- structured ------------------------------------------------------------------
 
@@ -152,19 +158,11 @@ class PluginLlm:
         messages, extra = _structured_request(
             instructions, input, json_schema, json_mode, schema_name, system_prompt
         )
-        route = self._route(provider, model, agent_id, profile, timeout)
-        client = self._client(route)
-        chat = self._call(
-            lambda: client.complete(
-                messages,
-                temperature=temperature,
-                max_tokens=max_tokens,
-                extra_body={**_extra(route), **extra},
-            ),
-            route,
-            client,
+        plan = self._plan(
+            messages, extra, provider, model, agent_id, profile, timeout, temperature, max_tokens
         )
-        return self._structured_result(chat, route, purpose, json_schema, json_mode, schema_name)
+        chat = self._call(lambda: plan.client.complete(plan.messages, **plan.kwargs), plan)
+        return self._structured_result(chat, plan.route, purpose, json_schema, json_mode, schema_name)
 
     async def acomplete_structured(
         self,
@@ -188,19 +186,11 @@ class PluginLlm:
         messages, extra = _structured_request(
             instructions, input, json_schema, json_mode, schema_name, system_prompt
         )
-        route = self._route(provider, model, agent_id, profile, timeout)
-        client = self._client(route)
-        chat = await self._acall(
-            client.acomplete(
-                messages,
-                temperature=temperature,
-                max_tokens=max_tokens,
-                extra_body={**_extra(route), **extra},
-            ),
-            route,
-            client,
+        plan = self._plan(
+            messages, extra, provider, model, agent_id, profile, timeout, temperature, max_tokens
         )
-        return self._structured_result(chat, route, purpose, json_schema, json_mode, schema_name)
+        chat = await self._acall(plan.client.acomplete(plan.messages, **plan.kwargs), plan)
+        return self._structured_result(chat, plan.route, purpose, json_schema, json_mode, schema_name)
 
     # -- the trust gate and routing ----------------------------------------------------------
 
@@ -257,19 +247,36 @@ class PluginLlm:
             config["timeout"] = timeout
         return _Route(config, str(config.get("provider") or ""), agent_id or "default", profile)
 
-    def _client(self, route: _Route) -> Any:
+    def _plan(
+        self,
+        messages: list[dict[str, Any]],
+        extra_body: dict[str, Any],
+        provider: str | None,
+        model: str | None,
+        agent_id: str | None,
+        profile: str | None,
+        timeout: float | None,
+        temperature: float | None,
+        max_tokens: int | None,
+    ) -> _Plan:
+        """Check the gate, pick the client, and gather the transport's keyword arguments."""
         from .providers.manager import ProviderSelectionError
 
+        route = self._route(provider, model, agent_id, profile, timeout)
         try:
-            return self._kernel.providers.client(route.config)
+            client = self._kernel.providers.client(route.config)
         except ProviderSelectionError as exc:
             raise PluginLlmError(f"plugin '{self.plugin_id}': {exc}") from None
+        kwargs = {
+            "temperature": temperature,
+            "max_tokens": max_tokens,
+            "extra_body": {**_extra(route), **extra_body},
+        }
+        # A client made for an override serves this call only; the user's own is kept.
+        owned = route.config != self._kernel.providers.model_config()
+        return _Plan(route, client, messages, kwargs, owned)
 
-    def _owned(self, route: _Route) -> bool:
-        """Whether the client was made for this call only (an override) and must be closed after it."""
-        return route.config != self._kernel.providers.model_config()
-
-    def _call(self, fn: Any, route: _Route, client: Any) -> Any:
+    def _call(self, fn: Any, plan: _Plan) -> Any:
         from .providers.transport import ProviderError
 
         try:
@@ -277,10 +284,9 @@ class PluginLlm:
         except ProviderError as exc:
             raise PluginLlmError(f"plugin '{self.plugin_id}': the model call failed: {exc}") from exc
         finally:
-            if self._owned(route):
-                _close(client)
+            plan.close()
 
-    async def _acall(self, awaitable: Any, route: _Route, client: Any) -> Any:
+    async def _acall(self, awaitable: Any, plan: _Plan) -> Any:
         from .providers.transport import ProviderError
 
         try:
@@ -288,8 +294,7 @@ class PluginLlm:
         except ProviderError as exc:
             raise PluginLlmError(f"plugin '{self.plugin_id}': the model call failed: {exc}") from exc
         finally:
-            if self._owned(route):
-                _close(client)
+            plan.close()
 
     # -- results --------------------------------------------------------------------------------
 
@@ -339,12 +344,6 @@ class PluginLlm:
         return self._finish(
             "plugin_llm.complete_structured", PluginLlmStructuredResult, chat, route, purpose, extra
         )
-
-
-def _close(client: Any) -> None:
-    close = getattr(client, "close", None)
-    if callable(close):
-        close()
 
 
 def _messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
