@@ -4,7 +4,14 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test bench lint clean
+# What the tests use beyond Python: espeak-ng (speech), from Debian's packages, and
+# the reference MCP filesystem server, from the npm registry (pinned).
+NODE_DIR := $(VENV)/node
+MCP_FS   := $(NODE_DIR)/node_modules/@modelcontextprotocol/server-filesystem/package.json
+MCP_FS_VERSION := 2026.8.31
+APT_GET  := $(shell [ "$$(id -u)" = 0 ] || echo sudo) apt-get
+
+.PHONY: run test test-deps bench lint clean
 
 # Re-install when the project metadata changes.
 $(STAMP): pyproject.toml
@@ -16,8 +23,16 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(VENV)/bin/hermes-kernel demo
 
-test: $(STAMP)
+test: $(STAMP) test-deps
 	$(PY) -m pytest -q
+
+test-deps: $(MCP_FS)
+	@command -v espeak-ng >/dev/null 2>&1 || $(APT_GET) install -y --no-install-recommends espeak-ng \
+		|| { $(APT_GET) update && $(APT_GET) install -y --no-install-recommends espeak-ng; }
+
+$(MCP_FS): | $(STAMP)
+	npm install --prefix $(NODE_DIR) --no-audit --no-fund --silent \
+		@modelcontextprotocol/server-filesystem@$(MCP_FS_VERSION)
 
 bench: $(STAMP)
 	$(PY) tests/benchmarks/bench_kernel.py

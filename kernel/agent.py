@@ -21,6 +21,7 @@ go on the kernel's event bus at the matching points.
 from __future__ import annotations
 
 import copy
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -155,6 +156,7 @@ class AgentSession:
                 _call_quietly(k, "context_engine_start_failed", engine.on_session_start, self.session_id)
         self.turns += 1
         k.events.emit("agent:start", {**base, "user_id": self.sender_id, "message": user_message[:_PREVIEW]})
+        started = time.monotonic()
         before = len(self.messages)
         result = TurnResult(reply="", session_id=self.session_id, turn_id=turn_id)
         try:
@@ -180,7 +182,10 @@ class AgentSession:
             del self.messages[before:]
             interrupted = isinstance(exc, KeyboardInterrupt)
             k.invoke_hook("on_session_end", **base, completed=False, interrupted=interrupted)
-            k.events.emit("agent:end", {**base, "error": f"{type(exc).__name__}: {exc}"})
+            k.events.emit(
+                "agent:end",
+                {**base, "error": f"{type(exc).__name__}: {exc}", "duration_seconds": _since(started)},
+            )
             if isinstance(exc, (KeyboardInterrupt, AgentError)):
                 raise
             if isinstance(exc, Exception):
@@ -212,7 +217,16 @@ class AgentSession:
                 k, "memory_sync_failed", memory.sync_turn, user_message, reply, session_id=self.session_id
             )
         k.invoke_hook("on_session_end", **base, completed=True, interrupted=False)
-        k.events.emit("agent:end", {**base, "response": reply[:_PREVIEW], "provider": _provider(k)})
+        k.events.emit(
+            "agent:end",
+            {
+                **base,
+                "user_id": self.sender_id,
+                "response": reply[:_PREVIEW],
+                "provider": _provider(k),
+                "duration_seconds": _since(started),
+            },
+        )
         return result
 
     def _tool_loop(self, client: Any, result: TurnResult, turn_id: str) -> str:
@@ -386,3 +400,8 @@ def _call_quietly(kernel: Kernel, event: str, fn: Any, *args: Any, **kwargs: Any
     except Exception as exc:
         kernel.log.warning(event, error=f"{type(exc).__name__}: {exc}")
         return None
+
+
+def _since(started: float) -> float:
+    """Seconds since ``started`` (``time.monotonic``), to the millisecond."""
+    return round(time.monotonic() - started, 3)

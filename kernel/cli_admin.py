@@ -59,7 +59,7 @@ FOLLOW_INTERVAL = 0.25
 _SAFE_DIRNAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
 _URL = re.compile(r"^(?:[A-Za-z][A-Za-z0-9+.-]*://|[\w.-]+@[\w.-]+:)")
-_TIERS = {0: "tryfirst", 1: "normal", 2: "trylast"}
+_TIERS = {0: "tryfirst", 1: "normal", 2: "trylast", 3: "config"}
 
 
 def add_commands(commands: Any, *, plugin_actions: Any) -> None:
@@ -136,6 +136,24 @@ def add_commands(commands: Any, *, plugin_actions: Any) -> None:
     )
     hook_list.add_argument("--json", action="store_true", help="print a JSON array")
     hook_list.set_defaults(handler=hooks_list)
+    hook_test = hook_actions.add_parser(
+        "test",
+        help="run the shell hooks of EVENT once and show what they returned",
+        description="Run every shell hook that config.yaml declares for EVENT once, with a made-up event "
+        "(session_id 'hooks-test'; for tool events tool_name from --tool and empty args), and show per "
+        "hook its command, exit code, output and the answer the kernel would get. No plugin is loaded. "
+        "Exit status: 0 when every matching hook ran (whatever it answered), 1 when one could not be "
+        "started or timed out, 2 for an unknown event or an unreadable payload.",
+    )
+    hook_test.add_argument("event", help="the hook event, e.g. pre_tool_call")
+    hook_test.add_argument("--tool", metavar="NAME", help="the tool name of a tool event")
+    hook_test.add_argument(
+        "--payload",
+        metavar="FILE",
+        help="a JSON object of the event's arguments (or a stdin payload a hook received); - for stdin",
+    )
+    hook_test.add_argument("--json", action="store_true", help="print a JSON array, one object per hook")
+    hook_test.set_defaults(handler=hooks_test)
     hooks.set_defaults(handler=hooks_list, json=False)
 
     logs = commands.add_parser(
@@ -1109,6 +1127,37 @@ def hooks_list(args: argparse.Namespace) -> int:
             if cb["disabled"]:
                 print(f"{'':<{width}}    {cb['plugin']} disabled: {cb['error']}")
     return 0
+
+
+def hooks_test(args: argparse.Namespace) -> int:
+    """``hermes-kernel hooks test EVENT``: run the matching shell hooks once (see docs/shell-hooks.md)."""
+    from .surfaces import shell_hooks
+
+    payload = None
+    if args.payload is not None:
+        try:
+            text = sys.stdin.read() if args.payload == "-" else Path(args.payload).read_text(encoding="utf-8")
+            payload = json.loads(text)
+        except (OSError, ValueError) as exc:
+            return _fail(f"cannot read the payload {args.payload}: {exc}", 2)
+    with _unloaded() as kernel:
+        problem = shell_hooks.unknown_event(args.event, kernel.hook_names)
+        if problem is not None:
+            return _fail(problem, 2)
+        try:
+            kwargs = shell_hooks.test_kwargs(args.event, args.tool, payload)
+        except ValueError as exc:
+            return _fail(f"{args.payload}: {exc}", 2)
+        for key, value in read_dotenv(kernel.home).items():  # as the kernel's load() would
+            os.environ.setdefault(key, value)
+        rows, parsed = shell_hooks.run_test(kernel, args.event, kwargs)
+    for message in parsed.problems + parsed.warnings:
+        print(f"warning: {message}", file=sys.stderr)
+    if args.json:
+        _dump(rows)
+    else:
+        print(shell_hooks.format_test(args.event, rows))
+    return 1 if any(row.get("error") for row in rows) else 0
 
 
 # --------------------------------------------------------------------------- logs

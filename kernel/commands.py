@@ -140,6 +140,7 @@ class CommandRegistry:
         command, args, reply = self._resolve(text)
         if command is None:
             return reply
+        self._kernel.events.emit(f"command:{command.name}", _event(command, args, context))
         handler = self._handler(command)
         if handler is None:
             return f"/{command.name} is handled by the chat session; it is not available here."
@@ -157,6 +158,7 @@ class CommandRegistry:
         command, args, reply = self._resolve(text)
         if command is None:
             return reply
+        await self._kernel.events.aemit(f"command:{command.name}", _event(command, args, context))
         handler = self._handler(command)
         if handler is None:
             return f"/{command.name} is handled by the chat session; it is not available here."
@@ -279,3 +281,15 @@ class CliCommand:
     handler_fn: Callable[[Any], Any] | None
     plugin: str
     description: str = ""
+
+
+def _event(command: Command, args: str, context: dict[str, Any]) -> dict[str, Any]:
+    """The context of a ``command:<name>`` event (the shape of Hermes' gateway events)."""
+    return {
+        "platform": context.get("platform", "cli"),
+        "user_id": context.get("user_id"),
+        "session_id": context.get("session_id"),
+        "command": command.name,
+        "args": args,
+        "plugin": command.plugin,
+    }

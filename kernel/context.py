@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .commands import CLI_BUILTINS, CliCommand, CommandRefused, normalize_command_name
-from .hooks import adapt_hermes_callback
+from .hooks import NORMAL, adapt_hermes_callback
 from .llm import PluginLlm
 from .manifest import Manifest
 from .settings import get_setting, write_setting
@@ -138,7 +138,11 @@ class PluginContext:
             kernel.log.warning(
                 "unknown_hook", plugin=record.name, hook=name, hint=close[0] if close else None
             )
-        cb = kernel._hooks.add(record.name, name, callback, adapt_hermes_callback(callback))
+        self._add_hook(name, callback)
+
+    def _add_hook(self, name: str, callback: Callable[..., Any], tier: int = NORMAL) -> None:
+        kernel, record = self._kernel, self._record
+        cb = kernel._hooks.add(record.name, name, callback, adapt_hermes_callback(callback), tier=tier)
         record.callbacks.append(cb)
         self._undo.append(lambda: kernel._hooks.remove(cb))
         self._undo.append(lambda: record.callbacks.remove(cb))

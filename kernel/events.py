@@ -149,3 +149,4 @@ class EventBus:
             raise exc
         error = f"{type(exc).__name__}: {exc}"
         self._kernel.log.warning("event_receiver_failed", event_name=name, owner=owner, error=error)
+        self._kernel._note_failure(owner, f"failed on event '{name}': {error}")

@@ -24,6 +24,8 @@ from typing import Any
 CONTAINED = (Exception, SystemExit)
 
 TRY_FIRST, NORMAL, TRY_LAST = 0, 1, 2
+# Callbacks declared in config.yaml (shell hooks) run after every plugin's.
+CONFIGURED = 3
 
 
 class HookTimeout(Exception):

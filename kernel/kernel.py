@@ -12,14 +12,14 @@ import re
 import sys
 import threading
 import types
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import pluggy
 
-from . import hookspecs, state
+from . import hookspecs, state, surfaces
 from .commands import CliCommand, CommandRegistry
 from .config import load_config, read_dotenv, resolve_home, section, truthy
 from .context import PluginContext
@@ -45,6 +45,9 @@ from .providers.registry import SOURCE_RANK, collecting
 from .skills import VIEW_SCHEMA, SkillRegistry
 from .slots import SlotError, SlotRegistry
 from .tools import ToolRegistrationError, ToolRegistry
+
+if TYPE_CHECKING:
+    from .surfaces.speech import Speech
 
 __version__ = "0.1.0"
 
@@ -239,6 +242,8 @@ class Kernel:
         self._loaded = False
         self._closed = False
         self._env_applied: dict[str, str] = {}
+        self._closers: list[tuple[str, Callable[[], None]]] = []
+        self._speech: Speech | None = None
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -261,6 +266,7 @@ class Kernel:
             self._fire_slots(None)
             self.providers.register_tools()
             self._add_builtin_tools()
+            surfaces.load_all(self)
             enabled = sum(1 for r in self._records.values() if r.enabled)
             self.log.info("plugin_discovery_complete", found=len(self._records), enabled=enabled)
         return self.plugins
@@ -269,6 +275,10 @@ class Kernel:
         """Save the plugin list of this load for :meth:`cached_plugins` (the CLI does, after loading)."""
         with self._lock:
             if not self._loaded or self._closed:
+                return
+            if any(r.kind == "mcp-server" for r in self._records.values()):
+                # A server's health is not a file one can fingerprint: always ask it.
+                state.discard(self.home)
                 return
             merged, refused = self._discover()
             state.save(self.home, self._fingerprint(merged, refused), [p.to_dict() for p in self.plugins])
@@ -315,6 +325,7 @@ class Kernel:
             for c in [*merged.values(), *refused]
         ]
         trees = [state.tree_signature(c.path) for c in [*merged.values(), *refused]]
+        trees.append(state.tree_signature(self.home / "hooks"))
         return state.fingerprint([__version__, self.config, present, candidates, trees])
 
     def shutdown(self) -> None:
@@ -327,6 +338,13 @@ class Kernel:
             if self._closed:
                 return
             self._closed = True
+            while self._closers:
+                name, close = self._closers.pop()
+                try:
+                    close()
+                except Exception as exc:
+                    error = f"{type(exc).__name__}: {exc}"
+                    self.log.warning("surface_close_failed", surface=name, error=error)
             self.providers.close()
             for name in list(self._records):
                 self._drop(name)
@@ -342,6 +360,15 @@ class Kernel:
 
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
+
+    @property
+    def speech(self) -> Speech:
+        """Text to speech and speech to text through the command providers of ``config.yaml``."""
+        if self._speech is None:
+            from .surfaces.speech import Speech
+
+            self._speech = Speech(self)
+        return self._speech
 
     # -- plugins -----------------------------------------------------------------
 
@@ -565,6 +592,33 @@ class Kernel:
         if native:
             self.pm.register(target, name=record.name)
 
+    def _add_surface(
+        self,
+        name: str,
+        kind: str,
+        setup: Callable[[PluginContext], None],
+        *,
+        source: str = "config",
+        path: Path | None = None,
+        description: str = "",
+        close: Callable[[], None] | None = None,
+    ) -> _Record:
+        """Add a surface record (see :mod:`kernel.surfaces`): ``setup(ctx)`` registers what it offers.
+
+        It is listed with the plugins and isolated like one: a ``setup`` that
+        raises leaves the record with its error and nothing registered.
+        ``close`` runs at shutdown, before the record is dropped.
+        """
+        with self._lock:
+            if name in self._records:
+                raise PluginError(f"'{name}' is already used by a plugin from {self._records[name].source}")
+            record = _Record(name=name, source=source, path=path, kind=kind, description=description)
+            self._records[name] = record
+            if close is not None:
+                self._closers.append((name, close))
+            self._activate(record, lambda: setup)
+            return record
+
     def _add_builtin_tools(self) -> None:
         """The kernel's own tools: ``skill_view`` once there is a skill to view."""
         if "skill_view" in self.tools or not self.skills.all():
@@ -775,6 +829,7 @@ class Kernel:
         if record.native is not None and self.pm.is_registered(record.native):
             pluggy.PluginManager.unregister(self.pm, record.native)
         self._hooks.remove_plugin(name)
+        self.events.disconnect_owner(name)
         for tool in record.tools:
             self.tools.unregister(tool)
         for command in record.commands:
@@ -800,6 +855,12 @@ class Kernel:
             action="callback disabled for the life of this kernel",
             exc_info=exc if self.debug else None,
         )
+
+    def _note_failure(self, plugin: str, problem: str) -> None:
+        """Record a run-time failure of ``plugin`` (e.g. an event receiver) once, for the listings."""
+        record = self._records.get(plugin)
+        if record is not None and problem not in record.warnings and len(record.warnings) < 50:
+            record.warnings.append(problem)
 
     def _decide_tool_call(self, tool_name: str, args: dict[str, Any], context: dict[str, Any]) -> Verdict:
         """Fire ``pre_tool_call``, merge the decisions, and ask the approver when one asks for it."""
@@ -921,6 +982,8 @@ def _call_register(register: Any, ctx: PluginContext, run_sync: Any) -> None:
 
 
 def _load_error(phase: str, exc: BaseException) -> str:
+    if isinstance(exc, surfaces.SurfaceError):
+        return str(exc)
     if isinstance(exc, SystemExit):
         detail = f"SystemExit({exc.code!r})"
     elif isinstance(exc, SyntaxError):

@@ -76,3 +76,9 @@ def load(home: Path, print_: str) -> list[dict[str, Any]] | None:
         return None
     plugins = data.get("plugins")
     return plugins if isinstance(plugins, list) else None
+
+
+def discard(home: Path) -> None:
+    """Forget the saved state (the next listing loads)."""
+    with contextlib.suppress(OSError):
+        (home / STATE_FILE).unlink()
