@@ -59,6 +59,8 @@ FOLLOW_INTERVAL = 0.25
 _SAFE_DIRNAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
 _URL = re.compile(r"^(?:[A-Za-z][A-Za-z0-9+.-]*://|[\w.-]+@[\w.-]+:)")
+# Sources of the surface records (kernel/surfaces): config.yaml sections and <home>/hooks folders.
+SURFACE_SOURCES = ("config", "hooks")
 _TIERS = {0: "tryfirst", 1: "normal", 2: "trylast", 3: "config"}
 
 
@@ -1151,7 +1153,8 @@ def hooks_test(args: argparse.Namespace) -> int:
         for key, value in read_dotenv(kernel.home).items():  # as the kernel's load() would
             os.environ.setdefault(key, value)
         rows, parsed = shell_hooks.run_test(kernel, args.event, kwargs)
-    for message in parsed.problems + parsed.warnings:
+        problems = list(kernel.problems)  # config.yaml itself unreadable, for one
+    for message in problems + parsed.problems + parsed.warnings:
         print(f"warning: {message}", file=sys.stderr)
     if args.json:
         _dump(rows)
@@ -1385,7 +1388,8 @@ def diagnose(kernel: Kernel, environ: dict[str, str]) -> list[Finding]:
                 )
             continue
         if error:
-            findings.append(Finding("error", "plugin", subject, error, _plugin_fix(info, error)))
+            area = "surface" if info.source in SURFACE_SOURCES else "plugin"
+            findings.append(Finding("error", area, subject, error, _plugin_fix(info, error)))
         for hook, hook_error in info.hook_errors.items():
             findings.append(
                 Finding(
@@ -1397,7 +1401,13 @@ def diagnose(kernel: Kernel, environ: dict[str, str]) -> list[Finding]:
                 )
             )
         for warning in info.warnings:
-            findings.append(Finding("warning", "plugin", subject, warning, ""))
+            if warning not in kernel.problems:  # already reported as a config error
+                findings.append(Finding("warning", "plugin", subject, warning, ""))
+
+    for info in kernel.plugins:
+        if info.source in SURFACE_SOURCES and not info.error:
+            summary = info.description or info.kind
+            findings.append(Finding("info", "surface", f"'{info.name}'", f"{info.kind}: {summary}"))
 
     for tool in kernel.tools.all():
         ok, reason = kernel.tools.available(tool)
@@ -1450,6 +1460,10 @@ def diagnose(kernel: Kernel, environ: dict[str, str]) -> list[Finding]:
 
 def _plugin_fix(info: PluginInfo, error: str) -> str:
     where = info.path or info.name
+    if info.source == "hooks":
+        return f"fix the hook folder {where} as the message says, or remove it"
+    if info.source == "config":
+        return "fix its section of config.yaml as the message says (see: hermes-kernel doctor --json)"
     if error.startswith("invalid manifest"):
         return "fix the manifest file named in the error"
     if "already used by" in error:

@@ -67,7 +67,7 @@ def test_a_hook_folder_hears_its_events_from_a_real_agent_turn(home: Path, monke
         info = k.plugin("hooks:audit")
         assert info.enabled and info.error is None
         assert info.kind == "event-hook" and info.source == "hooks"
-        assert info.description == "the audit hook"
+        assert info.description == f"the audit hook (on {', '.join(lifecycle)})"
         with AgentSession(k, session_id="s-1") as session:
             assert session.run("hi").reply == "Hello there."
     events = [e["event"] for e in heard(home)]
@@ -196,9 +196,15 @@ def test_the_cli_lists_hook_folders_and_sees_a_change(home: Path, bundled: Path)
     plugins = listed(env)
     assert plugins["hooks:listed"]["error"] is None
     assert plugins["hooks:listed"]["kind"] == "event-hook"
+    done = subprocess.run([*CLI, "doctor", "--json"], env=env, capture_output=True, text=True)
+    findings = [f for f in run_json(done.stdout)["findings"] if f["subject"] == "'hooks:listed'"]
+    assert [(f["level"], f["area"]) for f in findings] == [("info", "surface")]
+    assert "on agent:end, command:*" in findings[0]["problem"]
     # The saved listing is not reused once a hook folder changes.
     (home / "hooks" / "listed" / "handler.py").write_text("def nothing():\n    pass\n")
     plugins = listed(env)
     assert "defines no handle" in plugins["hooks:listed"]["error"]
     doctor = subprocess.run([*CLI, "doctor"], env=env, capture_output=True, text=True, check=False)
-    assert "hooks:listed" in doctor.stdout and "defines no handle" in doctor.stdout
+    assert doctor.returncode == 1
+    assert "[error] surface 'hooks:listed'" in doctor.stdout and "defines no handle" in doctor.stdout
+    assert f"fix: fix the hook folder {home / 'hooks' / 'listed'}" in doctor.stdout

@@ -98,7 +98,9 @@ class _FolderHook:
         handle = self._handler(ctx)
         for event in events:
             self.kernel.events.connect(event, handle, owner=ctx.plugin_id)
-        ctx._record.description = ctx._record.description or f"on {', '.join(events)}"
+        record = ctx._record
+        on = f"on {', '.join(events)}"
+        record.description = f"{record.description} ({on})" if record.description else on
 
     def _fail(self, problem: str, fix: str) -> SurfaceError:
         return SurfaceError(f"hook folder {self.folder}: {problem}; skipped ({fix})")
@@ -133,7 +135,9 @@ class _FolderHook:
             close = difflib.get_close_matches(event, KNOWN_EVENTS, n=1)
             hint = f"; did you mean '{close[0]}'?" if close else ""
             warning = f"{MANIFEST}: event '{event}' is not emitted by the kernel{hint} (kept)"
-            self.kernel.log.warning("unknown_event", folder=str(self.folder), event_name=event, hint=hint or None)
+            self.kernel.log.warning(
+                "unknown_event", folder=str(self.folder), event_name=event, hint=hint or None
+            )
             ctx._record.warnings.append(warning)
         return events
 
