@@ -326,7 +326,8 @@ class Kernel:
         ]
         trees = [state.tree_signature(c.path) for c in [*merged.values(), *refused]]
         trees.append(state.tree_signature(self.home / "hooks"))
-        return state.fingerprint([__version__, self.config, present, candidates, trees])
+        stt = os.environ.get("HERMES_LOCAL_STT_COMMAND") or dotenv.get("HERMES_LOCAL_STT_COMMAND")
+        return state.fingerprint([__version__, self.config, present, candidates, trees, stt])
 
     def shutdown(self) -> None:
         """Unregister everything and release the kernel's resources; idempotent.
