@@ -1355,6 +1355,13 @@ def diagnose(kernel: Kernel, environ: dict[str, str]) -> list[Finding]:
         manifest = _manifest_at(info.path)
         subject = f"'{info.name}'"
         error = info.error or ""
+        if info.source in SURFACE_SOURCES and error:
+            if error in kernel.problems:
+                continue  # already reported as a config error
+            if error.startswith("disabled"):
+                fix = f"set enabled: true in {config_file}"
+                findings.append(Finding("info", "surface", subject, error, fix))
+                continue
         if error.startswith(DISABLED_BY_CONFIG):
             findings.append(
                 Finding(

@@ -28,7 +28,7 @@ def fingerprint(parts: Iterable[Any]) -> str:
     """A stable hash of JSON-able parts."""
     digest = hashlib.sha256()
     for part in parts:
-        digest.update(json.dumps(part, sort_keys=True, default=str).encode("utf-8"))
+        digest.update(json.dumps(_string_keys(part), sort_keys=True, default=str).encode("utf-8"))
         digest.update(b"\0")
     return digest.hexdigest()
 
@@ -49,6 +49,15 @@ def tree_signature(path: Path | None) -> list[Any]:
                 continue
             out.append([os.path.relpath(os.path.join(root, name), path), stat.st_size, stat.st_mtime_ns])
     return out
+
+
+def _string_keys(value: Any) -> Any:
+    """``value`` with every mapping key a string (YAML may give ``off:`` as ``False``), so it sorts."""
+    if isinstance(value, dict):
+        return {str(k): _string_keys(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_string_keys(v) for v in value]
+    return value
 
 
 def save(home: Path, print_: str, plugins: list[dict[str, Any]]) -> None:

@@ -1,12 +1,1084 @@
-"""mcp (being built for issue 7)."""
+"""MCP servers declared in ``config.yaml`` (``mcp_servers:``), with the official ``mcp`` SDK.
+
+Each ``mcp_servers.<name>`` entry is a stdio server (``command``, ``args``,
+``env``) or a Streamable HTTP one (``url``, ``headers``), and becomes the
+surface record ``mcp:<name>``.  Its tools are registered as kernel tools
+``mcp__<server>__<tool>`` in the toolset ``mcp-<server>``, so that every call
+goes through :meth:`ToolRegistry.dispatch` (hooks, decisions) like any tool.
+
+How it runs: one daemon thread owns an asyncio loop; each server has one
+long-lived task there that enters the SDK's client context managers, lists
+the tools, reports itself ready, and then waits until it is stopped or its
+transport closes (anyio wants a context entered and left by the same task).
+Tool handlers, called on any thread, submit ``session.call_tool`` to that
+loop.  Servers connect in parallel; :func:`load` waits for each at most its
+own ``connect_timeout``.  A server that fails, or dies later, is shown as
+failed on its record and reconnected in the background with exponential
+backoff (tenacity); its tools stay registered and answer a clear error while
+it is down, and are (re)registered from the tool list of each new connection.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import asyncio
+import concurrent.futures
+import contextlib
+import copy
+import difflib
+import fnmatch
+import hashlib
+import json
+import logging
+import os
+import re
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
+
+from ..config import section
+from ..tools import ToolRegistrationError
+from . import SurfaceError
 
 if TYPE_CHECKING:
-    from ..kernel import Kernel
+    from ..context import PluginContext
+    from ..kernel import Kernel, _Record
+
+DEFAULT_TIMEOUT = 300.0  # seconds a tool call may take
+DEFAULT_CONNECT_TIMEOUT = 60.0  # seconds to start, initialize and list the tools
+BACKOFF_FIRST = 0.5  # first delay before a reconnection; doubles up to BACKOFF_MAX
+BACKOFF_MAX = 60.0
+STABLE_AFTER = 30.0  # a connection that lived this long restarts the backoff from the beginning
+CLOSE_TIMEOUT = 10.0  # shutdown waits this long for the servers to stop before cancelling them
+INSTALL_HINT = "pip install 'hermes-kernel[mcp]'"
+
+KNOWN_KEYS = (
+    "command",
+    "args",
+    "env",
+    "url",
+    "headers",
+    "transport",
+    "timeout",
+    "connect_timeout",
+    "enabled",
+    "tools",
+)
+# Keys of Hermes's own MCP client that this kernel does not implement: accepted with a warning.
+UNSUPPORTED_KEYS = frozenset(
+    {
+        "auth",
+        "oauth",
+        "ssl_verify",
+        "client_cert",
+        "client_key",
+        "skip_preflight",
+        "protocol",
+        "supports_parallel_tool_calls",
+        "keepalive_interval",
+        "idle_timeout_seconds",
+        "max_lifetime_seconds",
+        "trust",
+        "sampling",
+        "elicitation",
+    }
+)
+HTTP_TRANSPORTS = ("http", "streamable-http", "streamable_http", "streamablehttp")
+TRUE_WORDS = ("true", "yes", "on", "1")
+FALSE_WORDS = ("false", "no", "off", "0")
+
+# Patterns used through re's own cache (compiled on first use, not at import).
+_VAR = r"\$\{(env:)?([A-Za-z_][A-Za-z0-9_]*)\}"
+_UNSAFE = r"[^A-Za-z0-9_]"
+
+
+class ConfigProblem(ValueError):
+    """A ``mcp_servers`` entry that cannot be used; the message names config.yaml and the key."""
+
+
+# --------------------------------------------------------------------------- configuration
+
+
+class ServerConfig:
+    """One validated ``mcp_servers.<name>`` entry (strings already interpolated).
+
+    ``transport`` is ``"stdio"`` or ``"http"``; ``label`` is what the record's
+    description shows, built from the raw config so that no interpolated secret appears.
+    (A plain class rather than a dataclass: this module is imported on every start.)
+    """
+
+    def __init__(self, name: str, transport: str, label: str = "", enabled: bool = True) -> None:
+        self.name = name
+        self.transport = transport
+        self.label = label
+        self.enabled = enabled
+        self.command = ""
+        self.args: list[str] = []
+        self.env: dict[str, str] | None = None
+        self.url = ""
+        self.headers: dict[str, str] = {}
+        self.timeout = DEFAULT_TIMEOUT
+        self.connect_timeout = DEFAULT_CONNECT_TIMEOUT
+        self.include: list[str] | None = None
+        self.exclude: list[str] = []
+        self.warnings: list[str] = []
+
+
+def _where(name: str, key: str = "") -> str:
+    return f"config.yaml: 'mcp_servers.{name}{'.' + key if key else ''}'"
+
+
+def interpolate(value: Any, path: str, environ: Mapping[str, str], warnings: list[str]) -> Any:
+    """``value`` with ``${VAR}`` / ``${env:VAR}`` replaced in every string, recursively.
+
+    ``path`` names the key (``mcp_servers.files.args``) for the warning given
+    when a variable is not set: it then stays as written.  Values are never
+    put in a warning, only variable names.
+    """
+    if isinstance(value, str):
+
+        def replace(match: re.Match[str]) -> str:
+            var = match.group(2)
+            if var in environ:
+                return environ[var]
+            warnings.append(
+                f"config.yaml: '{path}': ${{{var}}} is not set in the environment; left as written"
+            )
+            return match.group(0)
+
+        return re.sub(_VAR, replace, value)
+    if isinstance(value, dict):
+        return {k: interpolate(v, f"{path}.{k}", environ, warnings) for k, v in value.items()}
+    if isinstance(value, list):
+        return [interpolate(v, f"{path}[{i}]", environ, warnings) for i, v in enumerate(value)]
+    return value
+
+
+def _scalar(value: Any, where: str) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (str, int, float)):
+        return str(value)
+    raise ConfigProblem(f"{where} must be a string, not {type(value).__name__}")
+
+
+def _seconds(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ConfigProblem(f"{where} must be a positive number of seconds, not {value!r}")
+    return float(value)
+
+
+def _patterns(value: Any, where: str) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return list(value)
+    raise ConfigProblem(f"{where} must be a list of tool names or glob patterns")
+
+
+def parse_server(name: str, raw: Any, environ: Mapping[str, str]) -> ServerConfig:
+    """Validate one ``mcp_servers`` entry; raise :class:`ConfigProblem` naming the key at fault."""
+    if not name or not isinstance(name, str):
+        raise ConfigProblem(f"config.yaml: 'mcp_servers' has an entry with an empty name: {name!r}")
+    if not isinstance(raw, dict):
+        raise ConfigProblem(
+            f"{_where(name)} must be a mapping (command/args/env for stdio, or url/headers for HTTP), "
+            f"not {type(raw).__name__}"
+        )
+    warnings: list[str] = []
+    for key in raw:
+        if key in KNOWN_KEYS:
+            continue
+        if key in UNSUPPORTED_KEYS:
+            warnings.append(f"{_where(name, str(key))} is not supported by hermes-kernel; ignored")
+        else:
+            close = difflib.get_close_matches(str(key), KNOWN_KEYS, n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            warnings.append(f"{_where(name, str(key))} is not a known key; ignored{hint}")
+    data = interpolate({k: raw[k] for k in KNOWN_KEYS if k in raw}, f"mcp_servers.{name}", environ, warnings)
+
+    enabled = data.get("enabled", True)
+    if isinstance(enabled, str) and enabled.strip().lower() in TRUE_WORDS + FALSE_WORDS:
+        enabled = enabled.strip().lower() in TRUE_WORDS
+    if not isinstance(enabled, bool):
+        raise ConfigProblem(f"{_where(name, 'enabled')} must be true or false, not {enabled!r}")
+
+    command, url = data.get("command"), data.get("url")
+    transport = data.get("transport")
+    if transport is not None:
+        if isinstance(transport, str) and transport.lower() == "sse":
+            raise ConfigProblem(
+                f"{_where(name, 'transport')}: SSE servers are not supported; use the server's "
+                "Streamable HTTP endpoint (often .../mcp)"
+            )
+        if not isinstance(transport, str) or transport.lower() not in ("stdio", *HTTP_TRANSPORTS):
+            raise ConfigProblem(
+                f"{_where(name, 'transport')} must be 'stdio' or 'http' (Streamable HTTP), not {transport!r}"
+            )
+        transport = "stdio" if transport.lower() == "stdio" else "http"
+    if command is not None and url is not None:
+        raise ConfigProblem(f"{_where(name)} has both 'command' (stdio) and 'url' (HTTP); keep one")
+    if command is None and url is None:
+        raise ConfigProblem(f"{_where(name)} needs 'command' (a stdio server) or 'url' (an HTTP server)")
+    kind = "stdio" if command is not None else "http"
+    if transport is not None and transport != kind:
+        key = "command" if kind == "stdio" else "url"
+        raise ConfigProblem(f"{_where(name, 'transport')} is {transport!r} but the entry has '{key}'")
+
+    cfg = ServerConfig(name, kind, enabled=enabled)
+    cfg.warnings = warnings
+    if kind == "stdio":
+        import shlex  # for the label; imported here, off the start-up path
+
+        if not isinstance(command, str) or not command.strip():
+            raise ConfigProblem(f"{_where(name, 'command')} must be a non-empty string (the program to run)")
+        cfg.command = command
+        args = data.get("args", [])
+        if not isinstance(args, list):
+            raise ConfigProblem(
+                f"{_where(name, 'args')} must be a list of arguments, not {type(args).__name__}"
+            )
+        cfg.args = [_scalar(a, _where(name, f"args[{i}]")) for i, a in enumerate(args)]
+        env = data.get("env")
+        if env is not None:
+            if not isinstance(env, dict):
+                raise ConfigProblem(f"{_where(name, 'env')} must map variable names to values")
+            cfg.env = {str(k): _scalar(v, _where(name, f"env.{k}")) for k, v in env.items()}
+        for key in ("url", "headers"):
+            if key in data:
+                warnings.append(f"{_where(name, key)} is for HTTP servers; ignored for a stdio server")
+        raw_args = raw.get("args") if isinstance(raw.get("args"), list) else []
+        cfg.label = "stdio: " + _clip(shlex.join([str(raw.get("command")), *(str(a) for a in raw_args)]))
+    else:
+        if not isinstance(url, str) or urlsplit(url.strip()).scheme not in ("http", "https"):
+            raise ConfigProblem(f"{_where(name, 'url')} must be an http:// or https:// URL, not {url!r}")
+        cfg.url = url.strip()
+        headers = data.get("headers", {})
+        if not isinstance(headers, dict):
+            raise ConfigProblem(f"{_where(name, 'headers')} must map header names to values")
+        cfg.headers = {str(k): _scalar(v, _where(name, f"headers.{k}")) for k, v in headers.items()}
+        for key in ("args", "env"):
+            if key in data:
+                warnings.append(f"{_where(name, key)} is for stdio servers; ignored for an HTTP server")
+        cfg.label = "http: " + _clip(_public_url(str(raw.get("url"))))
+
+    if "timeout" in data:
+        cfg.timeout = _seconds(data["timeout"], _where(name, "timeout"))
+    if "connect_timeout" in data:
+        cfg.connect_timeout = _seconds(data["connect_timeout"], _where(name, "connect_timeout"))
+
+    tools = data.get("tools")
+    if tools is not None:
+        if not isinstance(tools, dict):
+            raise ConfigProblem(f"{_where(name, 'tools')} must be a mapping with 'include' and/or 'exclude'")
+        for key in tools:
+            if key not in ("include", "exclude"):
+                warnings.append(f"{_where(name, f'tools.{key}')} is not supported; ignored")
+        if tools.get("include") is not None:
+            cfg.include = _patterns(tools["include"], _where(name, "tools.include"))
+        if tools.get("exclude") is not None:
+            cfg.exclude = _patterns(tools["exclude"], _where(name, "tools.exclude"))
+    return cfg
+
+
+def _clip(text: str, limit: int = 100) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _public_url(url: str) -> str:
+    """``url`` without user info, query or fragment (which may hold secrets)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+def select_tools(names: list[str], include: list[str] | None, exclude: list[str]) -> list[str]:
+    """The tool names the filters keep: those ``include`` matches, else all but those ``exclude`` matches.
+
+    Patterns are names or fnmatch globs.  When both lists are given,
+    ``include`` wins: a tool it names is kept even if ``exclude`` names it too.
+    """
+    if include is not None:
+        return [n for n in names if any(fnmatch.fnmatchcase(n, p) for p in include)]
+    return [n for n in names if not any(fnmatch.fnmatchcase(n, p) for p in exclude)]
+
+
+def kernel_tool_name(server: str, tool: str) -> str:
+    """``mcp__<server>__<tool>``, characters outside ``[A-Za-z0-9_]`` replaced by ``_``.
+
+    A name longer than the kernel's 64 characters is cut and ends with a short hash of the full one.
+    """
+    name = f"mcp__{re.sub(_UNSAFE, '_', server)}__{re.sub(_UNSAFE, '_', tool)}"
+    if len(name) > 64:
+        digest = hashlib.sha256(f"{server}\0{tool}".encode()).hexdigest()[:8]
+        name = f"{name[:55]}_{digest}"
+    return name
+
+
+def tool_schema(name: str, server: str, tool: Any) -> dict[str, Any]:
+    """The kernel (OpenAI function) schema of an MCP tool."""
+    params = copy.deepcopy(tool.inputSchema) if isinstance(tool.inputSchema, dict) else {}
+    params.pop("$schema", None)
+    params["type"] = "object"
+    if not isinstance(params.get("properties"), dict):
+        params["properties"] = {}
+    if isinstance(params.get("required"), list):
+        params["required"] = [r for r in params["required"] if r in params["properties"]]
+    description = (tool.description or getattr(tool, "title", None) or "").strip()
+    return {
+        "name": name,
+        "description": description or f"Tool '{tool.name}' of the MCP server '{server}'.",
+        "parameters": params,
+    }
+
+
+def result_json(server: str, tool: str, result: Any) -> str:
+    """A ``CallToolResult`` as the JSON text a kernel tool returns.
+
+    ``isError`` gives ``{"error": <text>, "server": ...}``.  Otherwise the
+    ``structuredContent`` when the server sent one, else the text (kept as is
+    when it is JSON, else ``{"result": text}``); images, audio and resources
+    are listed under ``"content"`` (their binary data is not included).
+    """
+    texts: list[str] = []
+    extras: list[dict[str, Any]] = []
+    for item in result.content or []:
+        kind = getattr(item, "type", None)
+        if kind == "text":
+            texts.append(item.text)
+        elif kind in ("image", "audio"):
+            extras.append({"type": kind, "mimeType": item.mimeType, "bytes": _b64_size(item.data)})
+        elif kind == "resource_link":
+            extras.append({"type": kind, "uri": str(item.uri), "name": item.name, "mimeType": item.mimeType})
+        elif kind == "resource":
+            res = item.resource
+            entry: dict[str, Any] = {"type": kind, "uri": str(res.uri), "mimeType": res.mimeType}
+            if getattr(res, "text", None) is not None:
+                entry["text"] = res.text
+            else:
+                entry["bytes"] = _b64_size(getattr(res, "blob", "") or "")
+            extras.append(entry)
+        else:
+            extras.append({"type": str(kind)})
+    text = "\n".join(texts)
+    if result.isError:
+        message = text or f"the tool '{tool}' reported an error"
+        return json.dumps({"error": message, "server": server, "tool": tool}, ensure_ascii=False)
+    structured = result.structuredContent
+    if extras:
+        value = structured if structured is not None else (json.loads(text) if _is_json(text) else text)
+        return json.dumps({"result": value, "content": extras}, ensure_ascii=False, default=str)
+    if structured is not None:
+        return json.dumps(structured, ensure_ascii=False, default=str)
+    if _is_json(text):
+        return text
+    return json.dumps({"result": text}, ensure_ascii=False)
+
+
+def _b64_size(data: str) -> int:
+    """The number of bytes a base64 text decodes to."""
+    return len(data) * 3 // 4 - data[-2:].count("=")
+
+
+def _is_json(text: str) -> bool:
+    if not text.strip():
+        return False
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _error(message: str, server: str, **extra: Any) -> str:
+    return json.dumps({"error": message, "server": server, **extra}, ensure_ascii=False, default=str)
+
+
+# --------------------------------------------------------------------------- loading
 
 
 def load(kernel: Kernel) -> None:
-    """Nothing is loaded yet."""
+    """Connect to the servers of ``mcp_servers`` and register their tools (one record each)."""
+    raw = section(kernel.config, "mcp_servers")
+    if raw is None:
+        return
+    if not isinstance(raw, dict):
+        kernel._config_problem(
+            f"config.yaml: 'mcp_servers' must be a mapping of server names to settings, "
+            f"not {type(raw).__name__}; no MCP server loaded"
+        )
+        return
+    active: list[ServerConfig] = []
+    for key, entry in raw.items():
+        name = str(key)
+        try:
+            if isinstance(key, bool):  # `off:` or `yes:` unquoted
+                raise ConfigProblem(
+                    f"config.yaml: 'mcp_servers' has a server named {key!r}, which is how YAML reads an "
+                    "unquoted off/on/yes/no/true/false: quote the name"
+                )
+            cfg = parse_server(name, entry, os.environ)
+        except ConfigProblem as exc:
+            kernel._config_problem(f"{exc}; the server is skipped")
+            _failed_record(kernel, name, f"{exc}; the server is skipped")
+            continue
+        for warning in cfg.warnings:
+            kernel.log.warning("mcp_config", server=name, detail=warning)
+        if cfg.enabled:
+            active.append(cfg)
+            continue
+        record = _failed_record(kernel, name, "", cfg)
+        if record is not None:
+            record.error = f"disabled via config.yaml (mcp_servers.{name}.enabled: false); not connected"
+    if not active:
+        return
+    try:
+        sdk = _Sdk()
+    except ImportError as exc:
+        problem = (
+            f"config.yaml: 'mcp_servers' needs the MCP Python SDK, which cannot be imported ({exc}): "
+            f"install it with {INSTALL_HINT}"
+        )
+        kernel._config_problem(problem)
+        for cfg in active:
+            _failed_record(kernel, cfg.name, problem, cfg)
+        return
+    manager = _Manager(kernel, sdk)
+    for cfg in active:
+        server = _Server(manager, cfg)
+        try:
+            server.record = kernel._add_surface(
+                f"mcp:{cfg.name}",
+                "mcp-server",
+                server.setup,
+                description=f"{cfg.label}; connecting",
+                close=manager.close,
+            )
+        except Exception as exc:  # the name is taken
+            kernel._config_problem(f"{_where(cfg.name)}: skipped: {exc}")
+            continue
+        server.record.warnings.extend(cfg.warnings)
+        manager.servers.append(server)
+    manager.start()
+    manager.wait_first_attempts()
+
+
+def _failed_record(kernel: Kernel, name: str, error: str, cfg: ServerConfig | None = None) -> _Record | None:
+    """A record that connects nothing: a bad entry (``error``) or a disabled server (``error`` empty)."""
+
+    def setup(_ctx: PluginContext) -> None:
+        if error:
+            raise SurfaceError(error)
+
+    description = cfg.label if cfg is not None else ""
+    try:
+        record = kernel._add_surface(f"mcp:{name}", "mcp-server", setup, description=description)
+    except Exception as exc:
+        kernel._config_problem(f"{_where(name)}: skipped: {exc}")
+        return None
+    if cfg is not None:
+        record.warnings.extend(cfg.warnings)
+    record.enabled = False
+    return record
+
+
+class _Sdk:
+    """The parts of the ``mcp`` SDK this surface uses, imported on first need."""
+
+    def __init__(self) -> None:
+        import anyio
+        import httpx
+        import mcp  # noqa: F401  (the clear ImportError when the SDK is missing)
+        import tenacity
+        from mcp import ClientSession, StdioServerParameters, types
+        from mcp.client.stdio import stdio_client
+        from mcp.client.streamable_http import streamable_http_client
+        from mcp.shared.exceptions import McpError
+
+        self.anyio, self.httpx, self.tenacity, self.types = anyio, httpx, tenacity, types
+        self.ClientSession, self.StdioServerParameters = ClientSession, StdioServerParameters
+        self.stdio_client, self.streamable_http_client = stdio_client, streamable_http_client
+        self.McpError = McpError
+        # The SDK logs transport trouble (a server that went away) at WARNING; what
+        # matters reaches the record and the kernel's log, so keep it off a bare stderr.
+        sdk_logger = logging.getLogger("mcp")
+        if not sdk_logger.handlers:
+            sdk_logger.addHandler(logging.NullHandler())
+
+
+class _Manager:
+    """The event-loop thread shared by the servers of one kernel."""
+
+    def __init__(self, kernel: Kernel, sdk: _Sdk) -> None:
+        self.kernel = kernel
+        self.sdk = sdk
+        self.servers: list[_Server] = []
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self._run_loop, name="hermes-mcp", daemon=True)
+        self.closed = False
+        self._lock = threading.Lock()
+        self._started = 0.0
+
+    def _run_loop(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        try:
+            self.loop.run_forever()
+        finally:
+            with contextlib.suppress(Exception):
+                self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+            self.loop.close()
+
+    def start(self) -> None:
+        if not self.servers:
+            self.loop.close()
+            return
+        self._started = time.monotonic()
+        self.thread.start()
+        for server in self.servers:
+            server.future = asyncio.run_coroutine_threadsafe(server.run(), self.loop)
+
+    def wait_first_attempts(self) -> None:
+        """Wait for each server's first connection attempt, at most its own ``connect_timeout``."""
+        for server in self.servers:
+            deadline = self._started + server.cfg.connect_timeout
+            server.first_attempt.wait(max(0.0, deadline - time.monotonic()))
+            if not server.first_attempt.is_set():
+                server.late(f"no answer within connect_timeout ({server.cfg.connect_timeout:g} s)")
+
+    def close(self) -> None:
+        """Stop every server (stdio processes end) and the loop thread; idempotent."""
+        with self._lock:
+            if self.closed:
+                return
+            self.closed = True
+        if not self.thread.is_alive():
+            return
+        for server in self.servers:
+            self.loop.call_soon_threadsafe(server.request_stop)
+        deadline = time.monotonic() + CLOSE_TIMEOUT
+        futures = [s.future for s in self.servers if s.future is not None]
+        for future in futures:
+            with contextlib.suppress(Exception):
+                future.result(max(0.0, deadline - time.monotonic()))
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(self._cancel_rest(), self.loop).result(5)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
+
+    async def _cancel_rest(self) -> None:
+        """Cancel what is still running on the loop (a server stuck in its shutdown, a call in flight)."""
+        current = asyncio.current_task()
+        rest = [t for t in asyncio.all_tasks() if t is not current]
+        for task in rest:
+            task.cancel()
+        if rest:
+            await asyncio.wait(rest, timeout=3)
+
+
+class _Disconnected(Exception):
+    """The transport of a connected server closed."""
+
+
+class _Server:
+    """One configured server: its connection task, its state, and its tool handlers."""
+
+    def __init__(self, manager: _Manager, cfg: ServerConfig) -> None:
+        self.manager = manager
+        self.kernel = manager.kernel
+        self.sdk = manager.sdk
+        self.cfg = cfg
+        self.name = cfg.name
+        self.record: _Record | None = None
+        self.ctx: PluginContext | None = None
+        self.future: concurrent.futures.Future[None] | None = None
+        self.first_attempt = threading.Event()
+        self.session: Any = None
+        self.state = "connecting"
+        self.reason = ""
+        self.attempt = 0
+        self.registered: dict[str, dict[str, Any]] = {}  # kernel tool name -> schema
+        self.hidden = 0
+        self._stopping = False
+        self._stop_event: asyncio.Event | None = None
+        self._wake: Any = None  # anyio.Event of the current connection
+        self._closed_reason = ""
+        self._connect_scope: Any = None
+        self._stderr_from = 0
+        self._up_since: float | None = None
+        self._inflight: dict[asyncio.Task[Any], str] = {}  # call task -> why it was dropped
+        self._sync_lock = threading.Lock()
+        self.log_path = self.kernel.home / "logs" / f"mcp-{re.sub(_UNSAFE, '_', cfg.name)}.log"
+
+    # -- the record ---------------------------------------------------------
+
+    def setup(self, ctx: PluginContext) -> None:
+        """The record's setup: keep the context; tools are registered once the server answers."""
+        self.ctx = ctx
+
+    def _publish(self) -> None:
+        record = self.record
+        if record is None:
+            return
+        if self.state == "up":
+            hidden = f", {self.hidden} hidden by the tools filter" if self.hidden else ""
+            record.description = f"{self.cfg.label}; {len(self.registered)} tool(s){hidden}"
+            record.error = None
+            record.enabled = True
+            return
+        record.enabled = False
+        tools = f"; {len(self.registered)} tool(s) unavailable" if self.registered else ""
+        record.description = f"{self.cfg.label}; not connected{tools}"
+        record.error = f"MCP server '{self.name}' is not connected: {self.reason}; retrying in the background"
+
+    def late(self, reason: str) -> None:
+        """Called by :func:`load` when the first attempt is still running at its deadline."""
+        if self.state == "connecting":
+            self.reason = reason
+            self.state = "down"
+            self._publish()
+            self.kernel.log.warning("mcp_server_unavailable", server=self.name, error=reason)
+
+    # -- the connection task (runs on the manager's loop) ---------------------
+
+    def request_stop(self) -> None:
+        self._stopping = True
+        if self._stop_event is not None:
+            self._stop_event.set()
+        if self._connect_scope is not None:
+            self._connect_scope.cancel()
+        if self._wake is not None:
+            self._wake.set()
+
+    async def run(self) -> None:
+        """Connect, serve until the transport closes, reconnect with backoff; until stopped."""
+        tenacity = self.sdk.tenacity
+        self._stop_event = asyncio.Event()
+        if self._stopping:
+            return
+        try:
+            while not self._stopping:
+                retrying = tenacity.AsyncRetrying(
+                    wait=tenacity.wait_exponential(multiplier=BACKOFF_FIRST, max=BACKOFF_MAX),
+                    retry=tenacity.retry_if_exception(
+                        lambda exc: isinstance(exc, Exception) and not self._stopping
+                    ),
+                    sleep=self._sleep,
+                    before_sleep=self._before_sleep,
+                    reraise=True,
+                )
+                try:
+                    async for attempt in retrying:
+                        with attempt:
+                            await self._connect_once()
+                except Exception:  # raised again only once stopping
+                    break
+        finally:
+            self.session = None
+            self.state = "stopped"
+            self.first_attempt.set()
+
+    async def _sleep(self, seconds: float) -> None:
+        assert self._stop_event is not None
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stop_event.wait(), seconds)
+
+    def _before_sleep(self, retry_state: Any) -> None:
+        exc = retry_state.outcome.exception() if retry_state.outcome else None
+        delay = retry_state.next_action.sleep if retry_state.next_action else 0
+        self._fail(self._describe(exc), delay)
+
+    def _down_early(self, reason: str) -> None:
+        self.session = None
+        self.state = "down"
+        self.reason = reason
+        self._publish()
+        self.first_attempt.set()
+
+    def _fail(self, reason: str, delay: float) -> None:
+        was_up = self.state == "up"
+        self.session = None
+        self.state = "down"
+        self.reason = reason
+        self._publish()
+        self.first_attempt.set()
+        event = "mcp_server_down" if was_up else "mcp_server_unavailable"
+        self.kernel.log.warning(
+            event, server=self.name, error=reason, attempt=self.attempt, retry_in_s=round(delay, 2)
+        )
+
+    async def _connect_once(self) -> None:
+        """One connection: returns when stopped or after a long-lived connection closed; else raises."""
+        if self._stopping:
+            return
+        anyio = self.sdk.anyio
+        self.attempt += 1
+        self._closed_reason = ""
+        wake = self._wake = anyio.Event()
+        self._up_since = None
+        try:
+            await self._connection(wake)
+        except BaseException as exc:
+            # Calls still waiting on this connection will get no answer: end them now.
+            self.session = None
+            if not self._stopping:
+                self._drop_calls(self._describe(exc) if isinstance(exc, Exception) else self._closed_reason)
+            raise
+        if self._stopping:
+            return
+        reason = self._closed_reason or "the connection closed"
+        self._drop_calls(reason)
+        if self._up_since is not None and time.monotonic() - self._up_since >= STABLE_AFTER:
+            # A long-lived connection: report it, and reconnect at once with a fresh backoff.
+            self._fail(reason, 0)
+            return
+        raise _Disconnected(reason)
+
+    async def _connection(self, wake: Any) -> None:
+        """Open the transport and the session, list the tools, and wait until stopped or closed."""
+        anyio = self.sdk.anyio
+        async with contextlib.AsyncExitStack() as stack:
+            read, write = await self._open_transport(stack)
+            # The session reads through a relay, so that the end of the transport's stream is seen.
+            relay_send, relay_read = anyio.create_memory_object_stream(0)
+            for stream in (read, write, relay_send, relay_read):  # closed even if no task got to them
+                stack.callback(stream.close)
+            relays = await stack.enter_async_context(anyio.create_task_group())
+            stack.callback(relays.cancel_scope.cancel)
+            relays.start_soon(self._relay, read, relay_send, wake)
+            session = await stack.enter_async_context(
+                self.sdk.ClientSession(
+                    relay_read,
+                    write,
+                    client_info=self.sdk.types.Implementation(name="hermes-kernel", version=_version()),
+                )
+            )
+            tools: list[Any] | None = None
+            try:
+                with anyio.move_on_after(self.cfg.connect_timeout) as scope:
+                    self._connect_scope = scope
+                    if not self._stopping:
+                        await session.initialize()
+                        tools = await self._list_tools(session)
+            except Exception as exc:
+                if self._closed_reason:  # the process exited (or the stream closed) while starting
+                    raise _Disconnected(self._closed_reason) from exc
+                raise
+            finally:
+                self._connect_scope = None
+            if self._stopping:
+                return
+            if tools is None:
+                timeout = self.cfg.connect_timeout
+                reason = self._closed_reason or f"no answer within connect_timeout ({timeout:g} s)"
+                # Reported now: leaving the transport may take a few seconds (the process is ended).
+                self._down_early(reason + self._stderr_hint())
+                raise TimeoutError(self.reason)
+            self._up_since = time.monotonic()
+            self._ready(session, tools)
+            await wake.wait()
+            self.session = None
+
+    async def _open_transport(self, stack: contextlib.AsyncExitStack) -> tuple[Any, Any]:
+        cfg, sdk = self.cfg, self.sdk
+        if cfg.transport == "stdio":
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            errlog = stack.enter_context(open(self.log_path, "a", encoding="utf-8"))  # noqa: SIM115
+            self._stderr_from = errlog.tell()
+            params = sdk.StdioServerParameters(command=cfg.command, args=cfg.args, env=cfg.env)
+            read, write = await stack.enter_async_context(sdk.stdio_client(params, errlog=errlog))
+            return read, write
+        timeout = sdk.httpx.Timeout(cfg.connect_timeout, read=max(cfg.timeout + 30, 300.0))
+        client = sdk.httpx.AsyncClient(headers=cfg.headers or None, timeout=timeout)
+        await stack.enter_async_context(client)
+        read, write, _session_id = await stack.enter_async_context(
+            sdk.streamable_http_client(cfg.url, http_client=client)
+        )
+        return read, write
+
+    async def _relay(self, source: Any, sink: Any, wake: Any) -> None:
+        anyio = self.sdk.anyio
+        try:
+            async with sink:
+                async for message in source:
+                    await sink.send(message)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
+            pass
+        finally:
+            if not self._stopping and not self._closed_reason:
+                what = (
+                    "the server process exited" if self.cfg.transport == "stdio" else "the connection closed"
+                )
+                self._closed_reason = what + self._stderr_hint()
+            wake.set()
+
+    async def _list_tools(self, session: Any) -> list[Any]:
+        tools: list[Any] = []
+        cursor = None
+        while True:
+            params = self.sdk.types.PaginatedRequestParams(cursor=cursor) if cursor else None
+            page = await session.list_tools(params=params)
+            tools.extend(page.tools)
+            cursor = page.nextCursor
+            if not cursor:
+                return tools
+
+    def _ready(self, session: Any, tools: list[Any]) -> None:
+        self.session = session
+        self.state = "up"
+        self.reason = ""
+        self._sync_tools(tools)
+        self._publish()
+        self.first_attempt.set()
+        self.kernel.log.info("mcp_server_connected", server=self.name, tools=len(self.registered))
+
+    def _stderr_hint(self) -> str:
+        """The last line the stdio server wrote on stderr during this attempt, if any."""
+        if self.cfg.transport != "stdio":
+            return ""
+        try:
+            with open(self.log_path, encoding="utf-8", errors="replace") as f:
+                f.seek(self._stderr_from)
+                lines = [line.strip() for line in f.read()[-4000:].splitlines() if line.strip()]
+        except OSError:
+            return ""
+        return f"; its last line on stderr: {_clip(lines[-1], 200)}" if lines else ""
+
+    def _describe(self, exc: BaseException | None) -> str:
+        """A one-line reason for a failed or lost connection."""
+        leaf = _leaf(exc)
+        if leaf is None:
+            return "unknown error"
+        if isinstance(leaf, (_Disconnected, TimeoutError)) and str(leaf):
+            return str(leaf)
+        httpx = self.sdk.httpx
+        if isinstance(leaf, FileNotFoundError) and self.cfg.transport == "stdio":
+            return f"cannot start {self.cfg.command!r}: command not found"
+        if isinstance(leaf, OSError) and self.cfg.transport == "stdio":
+            return f"cannot start {self.cfg.command!r}: {leaf.strerror or leaf}"
+        if isinstance(leaf, httpx.HTTPStatusError):
+            return f"HTTP {leaf.response.status_code} from {_public_url(self.cfg.url)}"
+        if isinstance(leaf, httpx.TransportError):
+            return f"cannot reach {_public_url(self.cfg.url)}: {type(leaf).__name__}: {leaf}".rstrip(": ")
+        if isinstance(leaf, self.sdk.McpError):
+            return f"MCP error: {leaf.error.message}" + self._stderr_hint()
+        text = str(leaf).strip()
+        return f"{type(leaf).__name__}: {text}" if text else type(leaf).__name__
+
+    # -- tools -------------------------------------------------------------
+
+    def _sync_tools(self, tools: list[Any]) -> None:
+        """Register the tools of this connection; drop those the server no longer offers."""
+        ctx, record = self.ctx, self.record
+        if ctx is None or record is None or self.manager.closed:
+            return
+        with self._sync_lock:
+            by_name = {t.name: t for t in tools}
+            kept = select_tools(list(by_name), self.cfg.include, self.cfg.exclude)
+            self.hidden = len(by_name) - len(kept)
+            wanted: dict[str, tuple[str, dict[str, Any]]] = {}
+            for tool_name in kept:
+                kname = kernel_tool_name(self.name, tool_name)
+                if kname in wanted:
+                    first = wanted[kname][0]
+                    self._warn(
+                        f"MCP tool '{tool_name}' skipped: '{first}' has the same kernel name '{kname}'"
+                    )
+                    continue
+                wanted[kname] = (tool_name, tool_schema(kname, self.name, by_name[tool_name]))
+            for kname, schema in list(self.registered.items()):
+                if kname not in wanted or wanted[kname][1] != schema:
+                    self._unregister(kname)
+            for kname, (tool_name, schema) in wanted.items():
+                if kname in self.registered:
+                    continue
+                owner = self.kernel.tools.get(kname)
+                if owner is not None and owner.plugin != record.name:
+                    self._warn(
+                        f"MCP tool '{tool_name}' skipped: plugin '{owner.plugin}' already has '{kname}'"
+                    )
+                    continue
+                try:
+                    ctx.register_tool(
+                        kname,
+                        f"mcp-{self.name}",
+                        schema,
+                        self._handler(tool_name),
+                        description=schema["description"],
+                    )
+                except ToolRegistrationError as exc:
+                    self._warn(f"MCP tool '{tool_name}' skipped: {exc}")
+                    continue
+                if kname in record.tools:
+                    self.registered[kname] = schema
+            if self.cfg.include is not None:
+                for pattern in self.cfg.include:
+                    if not any(fnmatch.fnmatchcase(n, pattern) for n in by_name):
+                        self._warn(f"{_where(self.name, 'tools.include')}: {pattern!r} matches no tool")
+
+    def _unregister(self, kname: str) -> None:
+        self.registered.pop(kname, None)
+        self.kernel.tools.unregister(kname)
+        if self.record is not None and kname in self.record.tools:
+            self.record.tools.remove(kname)
+
+    def _warn(self, text: str) -> None:
+        if self.record is not None and text not in self.record.warnings:
+            self.record.warnings.append(text)
+            self.kernel.log.warning("mcp_tool", server=self.name, detail=text)
+
+    def _handler(self, tool_name: str) -> Callable[..., str]:
+        def handler(args: dict[str, Any], **_context: Any) -> str:
+            return self.call(tool_name, args)
+
+        handler.__name__ = f"mcp_{re.sub(_UNSAFE, '_', tool_name)}"
+        return handler
+
+    def call(self, tool: str, args: dict[str, Any]) -> str:
+        """Call ``tool`` on the server (from any thread) and return the kernel's JSON text."""
+        session = self.session
+        if self.manager.closed:
+            return _error(f"MCP server '{self.name}' is shut down", self.name, tool=tool)
+        if session is None or self.state != "up":
+            reason = self.reason or "still connecting"
+            return _error(
+                f"MCP server '{self.name}' is not connected ({reason}); it is being reconnected in the "
+                "background, try again later",
+                self.name,
+                tool=tool,
+            )
+        timeout = self.cfg.timeout
+        call = self._call(session, tool, args)
+        try:
+            future = asyncio.run_coroutine_threadsafe(call, self.manager.loop)
+        except RuntimeError as exc:  # the loop is closed
+            call.close()
+            return _error(f"MCP server '{self.name}' is shut down ({exc})", self.name, tool=tool)
+        try:
+            result = future.result(timeout + 10)
+        except TimeoutError:
+            future.cancel()
+            return _error(
+                f"MCP server '{self.name}': '{tool}' did not answer within {timeout:g} s",
+                self.name,
+                tool=tool,
+            )
+        except concurrent.futures.CancelledError:
+            return _error(
+                f"MCP server '{self.name}' stopped during the call to '{tool}'", self.name, tool=tool
+            )
+        except _ServerLost as exc:
+            return _error(
+                f"MCP server '{self.name}' went away during the call to '{tool}' ({exc}); it is being "
+                "reconnected in the background",
+                self.name,
+                tool=tool,
+            )
+        except _CallTimeout:
+            return _error(
+                f"MCP server '{self.name}': '{tool}' did not answer within its timeout ({timeout:g} s)",
+                self.name,
+                tool=tool,
+            )
+        except self.sdk.McpError as exc:
+            return self._mcp_error(tool, session, exc)
+        except Exception as exc:
+            return _error(
+                f"MCP server '{self.name}': the call to '{tool}' failed: {type(exc).__name__}: {exc}",
+                self.name,
+                tool=tool,
+            )
+        return result_json(self.name, tool, result)
+
+    async def _call(self, session: Any, tool: str, args: dict[str, Any]) -> Any:
+        task = asyncio.current_task()
+        assert task is not None
+        if session is not self.session:
+            raise _ServerLost(self._closed_reason or "the connection closed")
+        self._inflight[task] = ""
+        try:
+            return await asyncio.wait_for(session.call_tool(tool, args), self.cfg.timeout)
+        except TimeoutError:
+            raise _CallTimeout from None
+        except asyncio.CancelledError:
+            reason = self._inflight.get(task)
+            if not reason:
+                raise
+            task.uncancel()
+            raise _ServerLost(reason) from None
+        finally:
+            self._inflight.pop(task, None)
+
+    def _drop_calls(self, reason: str) -> None:
+        """End the calls still waiting on a connection that closed (on the loop)."""
+        reason = reason or "the connection closed"
+        for task in list(self._inflight):
+            self._inflight[task] = reason
+            task.cancel()
+
+    def _mcp_error(self, tool: str, session: Any, exc: Any) -> str:
+        code, message = exc.error.code, exc.error.message
+        lost = code == self.sdk.types.CONNECTION_CLOSED or message == "Session terminated"
+        if not lost:
+            return _error(
+                f"MCP server '{self.name}' refused the call to '{tool}': {message}", self.name, tool=tool
+            )
+        # The connection is gone: make the connection task notice now, and reconnect.
+        reason = (
+            "the server no longer knows this session (it restarted?)"
+            if message == "Session terminated"
+            else "the connection closed during a call"
+        )
+        self.manager.loop.call_soon_threadsafe(self._lost, session, reason)
+        return _error(
+            f"MCP server '{self.name}' went away during the call to '{tool}' ({reason}); it is being "
+            "reconnected in the background",
+            self.name,
+            tool=tool,
+        )
+
+    def _lost(self, session: Any, reason: str) -> None:
+        if self.session is session and self._wake is not None:
+            if not self._closed_reason:
+                self._closed_reason = reason
+            self._wake.set()
+
+
+class _CallTimeout(Exception):
+    """A tool call that took longer than the server's ``timeout``."""
+
+
+class _ServerLost(Exception):
+    """A tool call whose connection closed before the answer came."""
+
+
+def _leaf(exc: BaseException | None) -> BaseException | None:
+    """The most telling exception inside (possibly nested) exception groups."""
+    while isinstance(exc, BaseExceptionGroup):
+        inner = [e for e in exc.exceptions if not isinstance(e, asyncio.CancelledError)]
+        exc = inner[0] if inner else exc.exceptions[0]
+    return exc
+
+
+def _version() -> str:
+    from ..kernel import __version__
+
+    return __version__
+
+
+__all__ = [
+    "DEFAULT_CONNECT_TIMEOUT",
+    "DEFAULT_TIMEOUT",
+    "ConfigProblem",
+    "ServerConfig",
+    "interpolate",
+    "kernel_tool_name",
+    "load",
+    "parse_server",
+    "result_json",
+    "select_tools",
+    "tool_schema",
+]
