@@ -10,6 +10,9 @@ NODE_DIR := $(VENV)/node
 MCP_FS   := $(NODE_DIR)/node_modules/@modelcontextprotocol/server-filesystem/package.json
 MCP_FS_VERSION := 2026.8.31
 APT_GET  := $(shell [ "$$(id -u)" = 0 ] || echo sudo) apt-get
+# Published Hermes plugins for tests/compat (pinned in tests/compat/requirements.txt).
+COMPAT_SITE := $(VENV)/compat-site
+COMPAT_REQS := tests/compat/requirements.txt
 
 .PHONY: run test test-deps bench lint clean
 
@@ -26,13 +29,18 @@ run: $(STAMP)
 test: $(STAMP) test-deps
 	$(PY) -m pytest -q
 
-test-deps: $(MCP_FS)
+test-deps: $(MCP_FS) $(COMPAT_SITE)/.installed
 	@command -v espeak-ng >/dev/null 2>&1 || $(APT_GET) install -y --no-install-recommends espeak-ng \
 		|| { $(APT_GET) update && $(APT_GET) install -y --no-install-recommends espeak-ng; }
 
 $(MCP_FS): | $(STAMP)
 	npm install --prefix $(NODE_DIR) --no-audit --no-fund --silent \
 		@modelcontextprotocol/server-filesystem@$(MCP_FS_VERSION)
+
+$(COMPAT_SITE)/.installed: $(COMPAT_REQS) | $(STAMP)
+	rm -rf $(COMPAT_SITE)
+	$(PY) -m pip install --quiet --no-deps --target $(COMPAT_SITE) -r $(COMPAT_REQS)
+	touch $@
 
 bench: $(STAMP)
 	$(PY) tests/benchmarks/bench_kernel.py

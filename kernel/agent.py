@@ -88,11 +88,13 @@ class AgentSession:
         system_prompt: str | None = None,
         max_iterations: int | None = None,
         sender_id: str | None = None,
+        task_id: str | None = None,
     ) -> None:
         self.kernel = kernel
         self.platform = platform
         self.sender_id = sender_id
         self.session_id = session_id or _new_id("session")
+        self._task_id = task_id
         configured = section(kernel.config, "agent", "max_iterations")
         self.max_iterations = int(max_iterations or configured or DEFAULT_MAX_ITERATIONS)
         self.system_prompt = system_prompt or str(
@@ -104,6 +106,11 @@ class AgentSession:
         self._memory_ready = False
 
     # -- what the session knows --------------------------------------------------------
+
+    @property
+    def task_id(self) -> str:
+        """The task id given to hooks, tools and the model: the one given, else the session's id."""
+        return self._task_id or self.session_id
 
     @property
     def model_name(self) -> str | None:
@@ -162,7 +169,7 @@ class AgentSession:
         try:
             context = k.pre_llm_context(
                 **base,
-                task_id=None,
+                task_id=self.task_id,
                 turn_id=turn_id,
                 user_message=user_message,
                 conversation_history=copy.deepcopy(self.messages),
@@ -194,7 +201,7 @@ class AgentSession:
         k.invoke_hook(
             "post_llm_call",
             **base,
-            task_id=None,
+            task_id=self.task_id,
             turn_id=turn_id,
             user_message=user_message,
             assistant_response=reply,
@@ -234,8 +241,13 @@ class AgentSession:
         for iteration in range(1, self.max_iterations + 1):
             result.iterations = iteration
             self._maybe_compress()
+            self.messages.extend(k._take_injected())  # ctx.inject_message
             response = client.complete(
-                self.messages, tools=k.tools.schemas() or None, session_id=self.session_id, turn_id=turn_id
+                self.messages,
+                tools=k.tools.schemas() or None,
+                session_id=self.session_id,
+                task_id=self.task_id,
+                turn_id=turn_id,
             )
             usage = response.usage.as_dict()
             for key, value in usage.items():
@@ -243,7 +255,14 @@ class AgentSession:
                     result.usage[key] = result.usage.get(key, 0) + value
             engine = self._engine()
             if engine is not None:
-                _call_quietly(k, "context_engine_update_failed", engine.update_from_response, usage)
+                # Both spellings of the counts: Hermes engines read prompt_tokens / completion_tokens.
+                counts = {
+                    "prompt_tokens": usage.get("input_tokens"),
+                    "completion_tokens": usage.get("output_tokens"),
+                }
+                _call_quietly(
+                    k, "context_engine_update_failed", engine.update_from_response, {**counts, **usage}
+                )
             self.messages.append(response.as_message())
             k.events.emit(
                 "agent:step",
@@ -261,6 +280,7 @@ class AgentSession:
                     call.name,
                     call.arguments,
                     session_id=self.session_id,
+                    task_id=self.task_id,
                     turn_id=turn_id,
                     tool_call_id=call.id,
                 )

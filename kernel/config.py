@@ -92,3 +92,16 @@ def section(config: Mapping[str, Any], *keys: str) -> Any:
             return None
         node = node.get(key)
     return node
+
+
+def profile_name(home: Path) -> str:
+    """The Hermes profile a home stands for: ``default`` (``~/.hermes``), ``<name>``
+    (``<root>/profiles/<name>``), else ``custom``."""
+    path = Path(home).expanduser()
+    if path.parent.name == "profiles" and path.name:
+        return path.name
+    default = Path.home() / ".hermes"
+    same = os.path.normcase(str(path.resolve(strict=False))) == os.path.normcase(
+        str(default.resolve(strict=False))
+    )
+    return "default" if same else "custom"

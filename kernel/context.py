@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .commands import CLI_BUILTINS, CliCommand, CommandRefused, normalize_command_name
+from .config import profile_name
 from .hooks import NORMAL, adapt_hermes_callback
 from .llm import PluginLlm
 from .manifest import Manifest
@@ -242,11 +243,14 @@ class PluginContext:
         """Offer a read-only skill, addressed as ``<plugin>:<name>``.
 
         ``path`` is a ``SKILL.md`` file (or a directory holding one) inside the
-        plugin's directory.  A bad name raises ``ValueError``, a missing file
-        ``FileNotFoundError``, a path outside the plugin ``ValueError``.
+        plugin's directory, or an absolute path to a ``SKILL.md`` elsewhere
+        (noted as a warning).  A bad name raises ``ValueError``, a missing file
+        ``FileNotFoundError``, a relative path leaving the plugin ``ValueError``.
         """
         kernel, record = self._kernel, self._record
         skill = kernel.skills.register(record.name, name, path, description, root=record.path)
+        if record.path is not None and not skill.path.is_relative_to(record.path.resolve()):
+            record.warnings.append(f"skill '{name}' is read from outside the plugin directory: {skill.path}")
         record.skills.append(skill.name)
         self._undo.append(lambda: kernel.skills.unregister(skill.qualified_name))
         self._undo.append(lambda: record.skills.remove(skill.name))
@@ -269,11 +273,54 @@ class PluginContext:
         """Offer a :class:`~kernel.providers.ProviderProfile` (like ``register_provider``)."""
         self._offer("model_provider", profile)
 
+    def register_web_search_provider(self, provider: Any) -> None:
+        """Offer a :class:`~kernel.providers.WebSearchProvider`; ``web_search.provider`` selects one."""
+        self._offer("web_search", provider)
+
+    def register_video_gen_provider(self, provider: Any) -> None:
+        """Offer a :class:`~kernel.providers.VideoGenProvider`; ``video_gen.provider`` selects one."""
+        self._offer("video_gen", provider)
+
+    def register_tts_provider(self, provider: Any) -> None:
+        """Offer a text-to-speech provider; ``tts.provider`` may name it (command providers win)."""
+        self._offer("tts", provider)
+
+    def register_transcription_provider(self, provider: Any) -> None:
+        """Offer a speech-to-text provider; ``stt.provider`` may name it (command providers win)."""
+        self._offer("transcription", provider)
+
     def _offer(self, slot: str, provider: Any) -> None:
         kernel, record = self._kernel, self._record
         kernel._offer_provider(slot, provider, record.name)
         self._undo.append(lambda: kernel.slots.remove_plugin(record.name))
         self._undo.append(lambda: kernel.providers.catalog.remove_plugin(record.name))
+
+    # -- middleware and messages ------------------------------------------------
+
+    def register_middleware(self, kind: str, fn: Callable[..., Any]) -> None:
+        """Wrap an operation of the kernel: ``tool_execution``, ``llm_request`` or ``llm_execution``.
+
+        See :mod:`kernel.middleware` for what each kind receives and returns.
+        """
+        kernel, record = self._kernel, self._record
+        item = kernel.middleware.add(record.name, kind, fn)
+        record.middleware.append(kind)
+        self._undo.append(lambda: kernel.middleware.remove(item))
+        self._undo.append(lambda: record.middleware.remove(kind))
+
+    def inject_message(self, content: str, role: str = "user") -> bool:
+        """Queue a message for the conversation: the next model call of a session sees it.
+
+        Returns ``True`` when it was queued (``role`` is ``user``, ``assistant``
+        or ``system`` and ``content`` a non-empty string).
+        """
+        return self._kernel.inject_message(content, role=role, plugin=self._record.name)
+
+    @property
+    def profile_name(self) -> str:
+        """The Hermes profile of the kernel's home: ``default`` (``~/.hermes``), ``<name>``
+        (``~/.hermes/profiles/<name>``), else ``custom``."""
+        return profile_name(self._kernel.home)
 
     # -- settings ----------------------------------------------------------------
 

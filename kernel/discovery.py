@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,6 +17,17 @@ from .manifest import Manifest, ManifestError, find_manifest, load_manifest
 CATEGORIES = ("model-providers", "platforms", "memory", "context_engine", "image_gen")
 
 ENTRY_POINT_GROUP = "hermes_agent.plugins"
+
+# Every group published Hermes plugins use, with the kind of plugin each implies
+# (the first is the documented one).  A name in two groups is one plugin when
+# both point at the same target.
+ENTRY_POINT_GROUPS: dict[str, str] = {
+    ENTRY_POINT_GROUP: "standalone",
+    "hermes.plugins": "standalone",
+    "hermes_agent.model_providers": "model-provider",
+    "hermes_agent.memory_providers": "memory",
+    "hermes.memory_provider": "memory",
+}
 
 SOURCES = ("bundled", "user", "project", "entrypoint")
 
@@ -33,6 +45,7 @@ class Candidate:
     version: str = ""
     description: str = ""
     overrides: list[str] = field(default_factory=list)
+    kind: str | None = None
 
     @property
     def where(self) -> str:
@@ -84,32 +97,52 @@ def scan_root(root: Path, source: str, log: Any) -> list[Candidate]:
     return found
 
 
-def scan_entry_points(log: Any, group: str = ENTRY_POINT_GROUP) -> list[Candidate]:
-    """Plugins advertised by installed distributions in ``group``."""
+def scan_entry_points(log: Any, groups: Iterable[str] = tuple(ENTRY_POINT_GROUPS)) -> list[Candidate]:
+    """Plugins advertised by installed distributions in the Hermes entry-point ``groups``.
+
+    Two entries of one name are one plugin when they name the same target (a
+    package listed in two groups); otherwise the first kept and the second is
+    refused like a duplicate directory.
+    """
     from importlib import metadata
 
-    found: dict[str, Candidate] = {}
     try:
-        eps = sorted(metadata.entry_points(group=group), key=lambda ep: ep.name)
+        selected = metadata.entry_points()
     except Exception as exc:  # a broken distribution must not stop discovery
-        log.debug("entry_points_failed", group=group, error=str(exc))
+        log.debug("entry_points_failed", error=str(exc))
         return []
-    for ep in eps:
-        dist = getattr(ep, "dist", None)
-        version, description = "", ""
-        if dist is not None:
-            version = dist.version or ""
-            description = (dist.metadata.get("Summary") or "") if dist.metadata else ""
-        if ep.name in found:
-            log.debug(
-                "skip", entry_point=f"{ep.name} = {ep.value}", reason="duplicate entry point name; first kept"
-            )
+    found: dict[str, Candidate] = {}
+    out: list[Candidate] = []
+    for group in groups:
+        try:
+            eps = sorted(selected.select(group=group), key=lambda ep: ep.name)
+        except Exception as exc:  # pragma: no cover - a broken distribution
+            log.debug("entry_points_failed", group=group, error=str(exc))
             continue
-        found[ep.name] = Candidate(
-            key=ep.name, source="entrypoint", entry_point=ep, version=version, description=description
-        )
-    log.debug("source_scanned", source="entrypoint", group=group, plugins=len(found))
-    return list(found.values())
+        for ep in eps:
+            previous = found.get(ep.name)
+            if previous is not None:
+                if previous.entry_point is not None and previous.entry_point.value == ep.value:
+                    continue
+                log.debug("skip", entry_point=f"{ep.name} = {ep.value}", reason="duplicate entry point name")
+            dist = getattr(ep, "dist", None)
+            version, description = "", ""
+            if dist is not None:
+                version = dist.version or ""
+                description = (dist.metadata.get("Summary") or "") if dist.metadata else ""
+            cand = Candidate(
+                key=ep.name,
+                source="entrypoint",
+                entry_point=ep,
+                version=version,
+                description=description,
+                kind=ENTRY_POINT_GROUPS.get(group, "standalone"),
+            )
+            if previous is None:
+                found[ep.name] = cand
+            out.append(cand)
+    log.debug("source_scanned", source="entrypoint", plugins=len(found))
+    return out
 
 
 def merge_sources(groups: list[list[Candidate]], log: Any) -> tuple[dict[str, Candidate], list[Candidate]]:
@@ -126,9 +159,13 @@ def merge_sources(groups: list[list[Candidate]], log: Any) -> tuple[dict[str, Ca
             previous = merged.get(cand.key)
             if previous is not None:
                 if previous.source == cand.source:
+                    fix = (
+                        "two installed packages declare it: uninstall one, or ask its author to rename it"
+                        if cand.entry_point is not None
+                        else "rename one of them (manifest 'name')"
+                    )
                     cand.error = (
-                        f"plugin name '{cand.key}' is already used by {previous.where}; "
-                        "rename one of them (manifest 'name')"
+                        f"plugin name '{cand.key}' ({cand.where}) is already used by {previous.where}; {fix}"
                     )
                     log.warning("plugin_duplicate", key=cand.key, path=cand.where, first=previous.where)
                     refused.append(cand)

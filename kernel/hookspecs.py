@@ -268,10 +268,13 @@ def pre_api_request(
     api_request_id: str,
     session_id: str | None,
     task_id: str | None,
+    turn_id: str | None,
     model: str | None,
     provider: str | None,
     base_url: str | None,
     api_mode: str | None,
+    message_count: int,
+    tool_count: int,
     request_messages: list,
     request: dict,
 ) -> None:
@@ -283,10 +286,13 @@ def pre_api_request(
         ``post_api_request`` or ``api_request_error``.
     :param session_id: the session on whose behalf the request is made.
     :param task_id: the task id, when the host has one.
+    :param turn_id: the turn of the agent loop the request belongs to, if any.
     :param model: the model asked.
     :param provider: the provider profile name.
     :param base_url: the endpoint base URL (never credentials).
     :param api_mode: the wire protocol, e.g. ``"chat_completions"``.
+    :param message_count: how many messages the request carries.
+    :param tool_count: how many tool schemas the request offers.
     :param request_messages: a copy of the messages sent.
     :param request: a copy of the request body, without secrets.
 
@@ -299,23 +305,37 @@ def post_api_request(
     api_request_id: str,
     session_id: str | None,
     task_id: str | None,
+    turn_id: str | None,
     model: str | None,
     provider: str | None,
     base_url: str | None,
     api_mode: str | None,
+    message_count: int,
+    tool_count: int,
     request_messages: list,
     request: dict,
     response: dict,
     usage: dict,
+    finish_reason: str | None,
+    response_model: str | None,
+    assistant_tool_call_count: int,
     duration_ms: int,
+    api_duration: float,
 ) -> None:
     """Observe a successful response from the model provider.
 
     :param api_request_id: the id given to ``pre_api_request``.
     :param response: a copy of the decoded response body.
     :param usage: token counts: ``input_tokens``, ``output_tokens``,
-        ``total_tokens``.
+        ``total_tokens``, the cache counts and ``cost_usd`` when known, and
+        Hermes' names of the same counts (``prompt_tokens``,
+        ``completion_tokens``, ``reasoning_tokens``, ``request_count``).
+    :param finish_reason: why the model stopped (``"stop"``,
+        ``"tool_calls"``, ``"length"``...), as the provider said.
+    :param response_model: the model that answered, as the provider said.
+    :param assistant_tool_call_count: how many tool calls the answer holds.
     :param duration_ms: time from sending to the decoded response.
+    :param api_duration: the same, in seconds (a float).
 
     The other arguments are as for ``pre_api_request``.  The return value is
     ignored.  Failure policy: observer.
@@ -327,10 +347,13 @@ def api_request_error(
     api_request_id: str,
     session_id: str | None,
     task_id: str | None,
+    turn_id: str | None,
     model: str | None,
     provider: str | None,
     base_url: str | None,
     api_mode: str | None,
+    message_count: int,
+    tool_count: int,
     request_messages: list,
     request: dict,
     error: str,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import gc
+import importlib
 import importlib.util
 import inspect
 import os
@@ -19,8 +20,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import pluggy
 
-from . import hookspecs, state, surfaces
+from . import compat, hookspecs, state, surfaces
 from .commands import CliCommand, CommandRegistry
+from .compat import host as compat_host
 from .config import load_config, read_dotenv, resolve_home, section, truthy
 from .context import PluginContext
 from .decisions import ApprovalRequest, Approver, Verdict, merge_decisions, parse_decision, terminal_approver
@@ -39,11 +41,12 @@ from .hooks import (
 from .log import KernelLogging
 from .manifest import Manifest
 from .markers import PROJECT_NAME
+from .middleware import MiddlewareRegistry
 from .providers.manager import SLOTS as PROVIDER_SLOTS
 from .providers.manager import ProviderManager
 from .providers.registry import SOURCE_RANK, collecting
 from .skills import VIEW_SCHEMA, SkillRegistry
-from .slots import SlotError, SlotRegistry
+from .slots import SLOTS, SlotError, SlotRegistry, conform
 from .tools import ToolRegistrationError, ToolRegistry
 
 if TYPE_CHECKING:
@@ -83,6 +86,7 @@ class PluginInfo:
     cli_commands: list[str] = field(default_factory=list)
     skills: list[str] = field(default_factory=list)
     deferred: bool = False
+    middleware: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -105,6 +109,7 @@ class _Record:
     commands: list[str] = field(default_factory=list)
     cli_commands: list[str] = field(default_factory=list)
     skills: list[str] = field(default_factory=list)
+    middleware: list[str] = field(default_factory=list)
     callbacks: list[Callback] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     overrides: list[str] = field(default_factory=list)
@@ -132,7 +137,7 @@ class _Record:
             path=cand.path,
             manifest=manifest,
             version=cand.version,
-            kind=manifest.kind if manifest else "standalone",
+            kind=manifest.kind if manifest else (cand.kind or "standalone"),
             description=cand.description,
             error=cand.error,
             overrides=list(cand.overrides),
@@ -165,6 +170,7 @@ class _Record:
             cli_commands=list(self.cli_commands),
             skills=list(self.skills),
             deferred=self.deferred,
+            middleware=list(self.middleware),
         )
 
 
@@ -231,6 +237,7 @@ class Kernel:
         self.skills = SkillRegistry(self.home)
         self.providers = ProviderManager(self)
         self.events = EventBus(self)
+        self.middleware = MiddlewareRegistry(self)
         self.pm = _KernelPluginManager(self)
         self.pm.add_hookspecs(hookspecs)
         self.hook_names: list[str] = sorted(
@@ -244,6 +251,8 @@ class Kernel:
         self._env_applied: dict[str, str] = {}
         self._closers: list[tuple[str, Callable[[], None]]] = []
         self._speech: Speech | None = None
+        self._compat = False
+        self._injected: list[dict[str, str]] = []
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -253,6 +262,9 @@ class Kernel:
             if self._loaded or self._closed:
                 return self.plugins
             self._loaded = True
+            if self._hermes_compat():
+                compat.install(self)
+                self._compat = True
             for key, value in read_dotenv(self.home).items():
                 if key not in os.environ:
                     os.environ[key] = value
@@ -352,6 +364,8 @@ class Kernel:
             for key, value in self._env_applied.items():
                 if os.environ.get(key) == value:
                     del os.environ[key]
+            if self._compat:
+                compat.uninstall(self)
             self._hooks.close()
             self._logging.close()
             self._release_namespace()
@@ -484,6 +498,18 @@ class Kernel:
             return None
         return float(value)
 
+    def _hermes_compat(self) -> bool:
+        """``compat.hermes`` (default true): serve the Hermes import shims to this kernel's plugins."""
+        value = section(self.config, "compat", "hermes")
+        if value is None:
+            return True
+        if not isinstance(value, bool):
+            self._config_problem(
+                f"config.yaml: 'compat.hermes' must be true or false, not {value!r}; using true"
+            )
+            return True
+        return value
+
     def _config_problem(self, problem: str) -> None:
         self.problems.append(problem)
         self.log.warning("config_problem", detail=problem)
@@ -544,12 +570,24 @@ class Kernel:
         """Import and register one plugin; on any failure roll back and return the error."""
         ctx = PluginContext(self, record)
         phase = "import"
+
+        def sink(profile: Any) -> None:
+            self._offer_provider("model_provider", profile, record.name)
+
         try:
-            target = load_target()
-            if record.path is None and inspect.ismodule(target) and getattr(target, "__file__", None):
-                record.path = Path(target.__file__).parent
-            phase = "register"
-            self._register_target(record, target, ctx)
+            # Hermes-style module-level calls (providers.register_provider,
+            # tools.registry.registry, ...) made while it loads are its own.
+            entry_point = record.entry_point
+            preloaded = entry_point is not None and entry_point.module in sys.modules
+            with compat_host.loading(ctx), collecting(sink):
+                target = load_target()
+                if preloaded and self._registers_on_import(target):
+                    # Imported by an earlier kernel: what it registered on import went there.
+                    target = importlib.reload(target)
+                if record.path is None:
+                    record.path = _source_dir(target)
+                phase = "register"
+                self._register_target(record, target, ctx)
         except BaseException as exc:
             if not isinstance(exc, CONTAINED):
                 raise
@@ -576,6 +614,9 @@ class Kernel:
         return None
 
     def _register_target(self, record: _Record, target: Any, ctx: PluginContext) -> None:
+        if inspect.isclass(target):
+            self._register_class(record, target)
+            return
         if inspect.isfunction(target) or inspect.ismethod(target):
             register, native = target, False
         else:
@@ -583,10 +624,13 @@ class Kernel:
             register = register if callable(register) else None
             native = self._has_hookimpls(target)
         if register is None and not native:
-            if record.is_model_provider:
+            if record.is_model_provider or self._registered_anything(record):
+                # A module that registered itself when imported (Hermes allows it).
                 self.log.debug("plugin_self_registered", plugin=record.name)
                 return
-            where = record.path / "__init__.py" if record.path else repr(target)
+            where = getattr(target, "__file__", None) or (
+                record.path / "__init__.py" if record.path else repr(target)
+            )
             raise PluginError(f"no register(ctx) function and no @hookimpl functions in {where}")
         if register is not None:
             _call_register(register, ctx, self._hooks.run_sync)
@@ -619,6 +663,39 @@ class Kernel:
                 self._closers.append((name, close))
             self._activate(record, lambda: setup)
             return record
+
+    def _register_class(self, record: _Record, cls: type) -> None:
+        """An entry point naming a class: a provider to instantiate (a memory provider, usually)."""
+        bases = {slot: spec[3] for slot, spec in PROVIDER_SLOTS.items() if spec[3] is not None}
+        slot = next((slot for slot, base in bases.items() if issubclass(cls, base)), None)
+        if slot is None and record.kind in PROVIDER_SLOTS:
+            slot = record.kind
+        if slot is None:
+            raise PluginError(
+                f"the entry point names the class {cls.__module__}.{cls.__qualname__}, which is not a "
+                "provider the kernel knows (MemoryProvider, ContextEngine, ImageGenProvider, ...); point "
+                "it at a register(ctx) function instead"
+            )
+        self._offer_provider(slot, cls(), record.name)
+
+    def _registers_on_import(self, target: Any) -> bool:
+        """A module that has neither ``register`` nor hookimpls: it can only register as it is imported."""
+        return (
+            inspect.ismodule(target)
+            and not callable(getattr(target, "register", None))
+            and not self._has_hookimpls(target)
+        )
+
+    def _registered_anything(self, record: _Record) -> bool:
+        return bool(
+            record.tools
+            or record.callbacks
+            or record.commands
+            or record.skills
+            or record.cli_commands
+            or self.providers.catalog.has_plugin(record.name)
+            or any(p.plugin == record.name for slot in SLOTS for p in self.slots.providers(slot).values())
+        )
 
     def _add_builtin_tools(self) -> None:
         """The kernel's own tools: ``skill_view`` once there is a skill to view."""
@@ -703,16 +780,26 @@ class Kernel:
         if slot == "model_provider":
             problem = self.providers.catalog.add(provider, plugin, record.source if record else "runtime")
         else:
-            base = PROVIDER_SLOTS[slot][3]
-            if base is not None and not isinstance(provider, base):
+            spec = PROVIDER_SLOTS.get(slot)
+            base = spec[3] if spec is not None else None
+            offered = type(provider).__name__
+            bases = {s: b for s, (_group, _key, _default, b) in PROVIDER_SLOTS.items() if b is not None}
+            other = next((b for s, b in bases.items() if s != slot and isinstance(provider, b)), None)
+            problem = None
+            if base is not None and other is not None and not isinstance(provider, base):
                 problem = (
-                    f"plugin '{plugin}' offered {type(provider).__name__} as a {slot} provider, "
-                    f"but it is not a {base.__name__}; ignored"
+                    f"plugin '{plugin}' offered a {other.__name__} ({offered}) as a {slot} provider; ignored"
                 )
-            else:
+            elif base is not None:
+                provider, missing = conform(provider, base)
+                if provider is None:
+                    problem = (
+                        f"plugin '{plugin}' offered {offered} as a {slot} provider, but it is not a "
+                        f"{base.__name__} and lacks {', '.join(missing)}; ignored"
+                    )
+            if problem is None:
                 try:
                     self.slots.add(slot, provider, plugin)
-                    problem = None
                 except SlotError as exc:
                     problem = str(exc)
         if problem is not None:
@@ -728,15 +815,10 @@ class Kernel:
             deferred.sort(key=lambda r: (SOURCE_RANK.get(r.source, 4), plugin_order(r.name)))
             for record in deferred:
                 record.deferred = False
-
-                def sink(profile: Any, _record: _Record = record) -> None:
-                    self._offer_provider("model_provider", profile, _record.name)
-
-                with collecting(sink):
-                    if record.entry_point is not None:
-                        error = self._activate(record, record.entry_point.load)
-                    else:
-                        error = self._activate(record, lambda r=record: self._import_directory(r))
+                if record.entry_point is not None:
+                    error = self._activate(record, record.entry_point.load)
+                else:
+                    error = self._activate(record, lambda r=record: self._import_directory(r))
                 if error is not None:
                     # What it registered before failing goes with it.
                     self.providers.catalog.remove_plugin(record.name)
@@ -831,6 +913,7 @@ class Kernel:
             pluggy.PluginManager.unregister(self.pm, record.native)
         self._hooks.remove_plugin(name)
         self.events.disconnect_owner(name)
+        self.middleware.remove_plugin(name)
         for tool in record.tools:
             self.tools.unregister(tool)
         for command in record.commands:
@@ -856,6 +939,22 @@ class Kernel:
             action="callback disabled for the life of this kernel",
             exc_info=exc if self.debug else None,
         )
+
+    def inject_message(self, content: str, role: str = "user", *, plugin: str = "host") -> bool:
+        """Queue a message for the next model call of a session (see ``ctx.inject_message``)."""
+        if role not in ("user", "assistant", "system") or not isinstance(content, str) or not content.strip():
+            self.log.warning("inject_message_refused", plugin=plugin, role=role)
+            return False
+        with self._lock:
+            self._injected.append({"role": role, "content": content})
+        self.log.debug("message_injected", plugin=plugin, role=role, chars=len(content))
+        return True
+
+    def _take_injected(self) -> list[dict[str, str]]:
+        """The queued messages, oldest first; the queue is emptied."""
+        with self._lock:
+            taken, self._injected = self._injected, []
+        return taken
 
     def _note_failure(self, plugin: str, problem: str) -> None:
         """Record a run-time failure of ``plugin`` (e.g. an event receiver) once, for the listings."""
@@ -947,6 +1046,16 @@ class Kernel:
             module.__path__ = []
             sys.modules[self._namespace] = module
         return module
+
+
+def _source_dir(target: Any) -> Path | None:
+    """The folder of the file that defines ``target`` (a module, function or class), if it has one."""
+    if not (inspect.ismodule(target) or inspect.isfunction(target) or inspect.isclass(target)):
+        return None
+    try:
+        return Path(inspect.getfile(target)).parent
+    except (TypeError, OSError):
+        return None
 
 
 def merge_context(results: list[Any]) -> str:

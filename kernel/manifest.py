@@ -119,16 +119,23 @@ def parse_manifest(data: Any, path: Path, default_name: str) -> Manifest:
         author=_author(data, path),
         kind=kind,
         provides_tools=_names(data, "provides_tools", path),
-        provides_hooks=_names(data, "provides_hooks", path),
+        provides_hooks=_names(data, "provides_hooks", path) + _other_hook_lists(data),
         requires_env=_env_list(data, "requires_env", path),
         optional_env=_env_list(data, "optional_env", path),
         label=_string(data, "label", path),
         path=path,
         declares_tools="provides_tools" in data,
-        declares_hooks="provides_hooks" in data,
+        declares_hooks="provides_hooks" in data or bool(_other_hook_lists(data)),
         extra={k: v for k, v in data.items() if k not in KNOWN_FIELDS},
         warnings=tuple(warnings),
     )
+
+
+def _other_hook_lists(data: dict) -> tuple[str, ...]:
+    """Hooks declared the other ways published manifests do: ``provides: {hooks}`` and ``hooks``."""
+    provides = data.get("provides")
+    lists = [provides.get("hooks") if isinstance(provides, dict) else None, data.get("hooks")]
+    return tuple(h for value in lists if isinstance(value, list) for h in value if isinstance(h, str))
 
 
 def _string(data: dict, key: str, path: Path, default: str = "") -> str:

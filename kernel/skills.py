@@ -58,7 +58,9 @@ class SkillRegistry:
         """Add ``<plugin>:<name>``; raise ``ValueError`` / ``FileNotFoundError`` with the reason.
 
         ``path`` is a ``SKILL.md`` file or a directory holding one; when the
-        plugin has a directory (``root``), the file must be inside it.
+        plugin has a directory (``root``), a relative path must stay inside it
+        (an absolute path may name a ``SKILL.md`` elsewhere, e.g. in the
+        plugin's installed package).
         """
         if not isinstance(name, str) or not SKILL_NAME.match(name):
             raise ValueError(
@@ -72,9 +74,13 @@ class SkillRegistry:
         if not file.is_file():
             raise FileNotFoundError(f"plugin '{plugin}': SKILL.md not found at {file}")
         resolved = file.resolve()
-        if root is not None and not resolved.is_relative_to(root.resolve()):
+        outside = root is not None and not resolved.is_relative_to(root.resolve())
+        # A relative path must stay inside (catches ``../`` slips and symlinks out); an absolute
+        # one may point at the SKILL.md an installed package ships, as Hermes plugins do.
+        if outside and (not Path(path).is_absolute() or resolved.name != SKILL_FILE):
             raise ValueError(
-                f"plugin '{plugin}': skill '{name}' points outside the plugin directory ({resolved})"
+                f"plugin '{plugin}': skill '{name}' points outside the plugin directory ({resolved}); "
+                f"use a path inside it, or an absolute path to a {SKILL_FILE} file"
             )
         skill = Skill(name, resolved, description or _description(resolved), plugin)
         with self._lock:

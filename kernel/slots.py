@@ -8,7 +8,8 @@ from typing import Any
 
 from .hookspecs import SLOT_HOOKS
 
-SLOTS = tuple(SLOT_HOOKS.values())
+# The four slots with a hookspec, then those only ``ctx.register_*`` fills (Hermes has no hook for them).
+SLOTS = (*SLOT_HOOKS.values(), "web_search", "video_gen", "tts", "transcription")
 
 
 class SlotError(ValueError):
@@ -67,3 +68,37 @@ class SlotRegistry:
             known = ", ".join(sorted(providers)) or "none"
             raise SlotError(f"no {slot} provider named '{name}' (available: {known})")
         return providers[name]
+
+
+def conform(obj: Any, base: type) -> tuple[Any, list[str]]:
+    """``obj`` as a ``base``: itself when it is one, else a view of a duck-typed provider.
+
+    Published Hermes plugins sometimes offer a provider that does not subclass
+    the slot's base class but has its methods.  The view is an instance of
+    ``base`` whose public members come from ``obj`` where it has them and from
+    ``base`` (the documented defaults) where it does not, so the kernel can
+    call every method of the contract.  Returns ``(None, missing)`` when
+    ``obj`` lacks an abstract member.
+    """
+    if isinstance(obj, base):
+        return obj, []
+    abstract = sorted(getattr(base, "__abstractmethods__", ()))
+    missing = [name for name in abstract if not hasattr(obj, name)]
+    if missing:
+        return None, missing
+
+    def wrapped(view: Any) -> Any:
+        return object.__getattribute__(view, "_wrapped")
+
+    members: dict[str, Any] = {
+        "__doc__": f"{type(obj).__name__} seen as a {base.__name__}.",
+        "__getattr__": lambda self, name: getattr(wrapped(self), name),
+        "__repr__": lambda self: f"<{base.__name__} view of {wrapped(self)!r}>",
+    }
+    for name in dir(base):
+        if not name.startswith("_") and hasattr(obj, name):
+            members[name] = property(lambda self, n=name: getattr(wrapped(self), n))
+    view_class = type(type(obj).__name__, (base,), members)
+    view = object.__new__(view_class)
+    object.__setattr__(view, "_wrapped", obj)
+    return view, []

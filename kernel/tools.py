@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .hooks import CONTAINED, adapt_hermes_callback, plugin_order
+from .middleware import MiddlewareError
 
 if TYPE_CHECKING:
     from .kernel import Kernel
@@ -332,10 +333,19 @@ class ToolRegistry:
     def _run_handler(
         self, tool: Tool, args: dict[str, Any], context: dict[str, Any]
     ) -> tuple[str, str, str | None, str | None]:
-        try:
-            value = tool.call(args, **context)
+        def handler(call_args: dict[str, Any]) -> Any:
+            value = tool.call(call_args, **context)
             if inspect.isawaitable(value):
                 value = self._kernel._hooks.run_sync(value)
+            return value
+
+        try:
+            wrapped = self._kernel.middleware.wrap(
+                "tool_execution", handler, "args", tool_name=tool.name, **context
+            )
+            value = wrapped(args)
+        except MiddlewareError as exc:
+            return error_json(f"tool '{tool.name}': {exc}"), "error", "MiddlewareError", str(exc)
         except BaseException as exc:
             if not isinstance(exc, CONTAINED):
                 raise

@@ -390,10 +390,13 @@ API_REQUEST = {
     "api_request_id": "req-7",
     "session_id": "sess-1",
     "task_id": "task-1",
+    "turn_id": "turn-1",
     "model": "model-x",
     "provider": "local",
     "base_url": "http://127.0.0.1:9/v1",
     "api_mode": "chat_completions",
+    "message_count": 1,
+    "tool_count": 0,
     "request_messages": [{"role": "user", "content": "hi"}],
     "request": {"model": "model-x", "messages": [{"role": "user", "content": "hi"}]},
 }
@@ -412,7 +415,11 @@ def test_hook_post_api_request(
         **API_REQUEST,
         "response": {"choices": [{"message": {"role": "assistant", "content": "hello"}}]},
         "usage": {"input_tokens": 3, "output_tokens": 1, "total_tokens": 4},
+        "finish_reason": "stop",
+        "response_model": "model-x",
+        "assistant_tool_call_count": 0,
         "duration_ms": 120,
+        "api_duration": 0.12,
     }
     fire_with_full_args("post_api_request", kwargs, plugin_dir, make_kernel, sink)
 

@@ -211,8 +211,23 @@ def test_a_relative_path_leaving_the_plugin_directory_is_refused(plugin_dir, mak
     assert [s.qualified_name for s in k.skills.all()] == ["other:howto"]
 
 
-def test_an_absolute_path_elsewhere_is_refused(plugin_dir, make_kernel, tmp_path):
+def test_an_absolute_path_to_a_skill_file_elsewhere_is_accepted_with_a_warning(
+    plugin_dir, make_kernel, tmp_path
+):
+    # How installed Hermes packages point at the SKILL.md they ship (hermes-local-memory does).
     outside = tmp_path / "elsewhere" / "SKILL.md"
+    outside.parent.mkdir()
+    outside.write_text(HOWTO, encoding="utf-8")
+    skill_plugin(plugin_dir, "demo", f'ctx.register_skill("far", {str(outside)!r})')
+    k = make_kernel()
+    info = k.plugin("demo")
+    assert info.enabled and info.skills == ["far"]
+    assert any("outside the plugin directory" in w and str(outside) in w for w in info.warnings)
+    assert "How to do the thing" in k.skills.view("demo:far")
+
+
+def test_an_absolute_path_elsewhere_that_is_not_a_skill_file_is_refused(plugin_dir, make_kernel, tmp_path):
+    outside = tmp_path / "elsewhere" / "notes.md"
     outside.parent.mkdir()
     outside.write_text(HOWTO, encoding="utf-8")
     skill_plugin(plugin_dir, "demo", f'ctx.register_skill("far", {str(outside)!r})')

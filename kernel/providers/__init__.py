@@ -1,4 +1,4 @@
-"""Provider slots: model providers, memory, context engines and image generation.
+"""Provider slots: model providers, memory, context engines, image and video generation, web search.
 
 Plugins subclass the base classes here and register instances; config.yaml
 names the active one of each slot (``model.provider``, ``memory.provider``,
@@ -25,6 +25,8 @@ from .registry import (
     list_providers,
     register_provider,
 )
+from .video_gen import VideoGenProvider
+from .web_search import WebSearchProvider
 
 __all__ = [
     "DEFAULT_ASPECT_RATIO",
@@ -35,6 +37,8 @@ __all__ = [
     "ProviderLookupError",
     "ProviderProfile",
     "ProviderSelectionError",
+    "VideoGenProvider",
+    "WebSearchProvider",
     "error_response",
     "get_provider_profile",
     "list_providers",

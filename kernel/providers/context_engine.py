@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from typing import Any
 
@@ -47,7 +48,12 @@ class ContextEngine(ABC):
 
     @abstractmethod
     def update_from_response(self, usage: dict[str, Any]) -> None:
-        """Take the token counts of the latest response (``input_tokens``, ``output_tokens``, ...)."""
+        """Take the token counts of the latest response.
+
+        ``usage`` has ``input_tokens``, ``output_tokens``, ``total_tokens`` (and
+        cache counts when known), plus the same counts as ``prompt_tokens`` /
+        ``completion_tokens``, the names Hermes engines read.
+        """
 
     def is_available(self) -> bool:
         return True
@@ -64,6 +70,14 @@ class ContextEngine(ABC):
     def on_session_end(self, session_id: str, messages: list[dict[str, Any]]) -> None:
         """A session ends (default: nothing)."""
         return None
+
+    def get_tool_schemas(self) -> list[dict[str, Any]]:
+        """Tools the active engine offers the model (default: none); calls reach :meth:`handle_tool_call`."""
+        return []
+
+    def handle_tool_call(self, tool_name: str, args: dict[str, Any], **kwargs: Any) -> str:
+        """Run one of the engine's tools; return a JSON string."""
+        return json.dumps({"error": f"context engine '{self.name}' has no tool '{tool_name}'"})
 
     def get_status(self) -> dict[str, Any]:
         return {

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import base64
 import binascii
-import time
-import uuid
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
+
+from .backend import Backend, download, save_media
 
 ASPECT_RATIOS = ("landscape", "square", "portrait")
 DEFAULT_ASPECT_RATIO = "landscape"
@@ -16,7 +16,7 @@ MAX_IMAGE_BYTES = 25 * 1024 * 1024
 _SIGNATURES = {b"\x89PNG": "png", b"\xff\xd8\xff": "jpg", b"GIF8": "gif", b"RIFF": "webp"}
 
 
-class ImageGenProvider(ABC):
+class ImageGenProvider(Backend, ABC):
     """Subclass and implement ``name`` and ``generate``; ``image_gen.provider`` selects the active one."""
 
     @property
@@ -38,28 +38,6 @@ class ImageGenProvider(ABC):
 
         Must accept and ignore keyword arguments it does not know.
         """
-
-    @property
-    def display_name(self) -> str:
-        return self.name.title()
-
-    def is_available(self) -> bool:
-        return True
-
-    def unavailable_reason(self) -> str:
-        return "is_available() returned False"
-
-    def list_models(self) -> list[dict[str, Any]]:
-        """``[{"id": ..., "display": ...}, ...]`` (default: none listed)."""
-        return []
-
-    def default_model(self) -> str | None:
-        models = self.list_models()
-        return models[0]["id"] if models else None
-
-    def get_setup_schema(self) -> dict[str, Any]:
-        """What a setup wizard asks for: ``{name, badge, tag, env_vars: [{key, prompt, url}]}``."""
-        return {"name": self.display_name, "badge": "", "tag": "", "env_vars": []}
 
     def capabilities(self) -> dict[str, Any]:
         return {"modalities": ["text"], "max_reference_images": 0, "max_source_images": 0}
@@ -121,14 +99,8 @@ def image_cache_dir(home: Path) -> Path:
 
 def save_image_bytes(data: bytes, home: Path, prefix: str = "image") -> Path:
     """Write image bytes under ``<home>/cache/images/`` with the right extension; return the path."""
-    if len(data) > MAX_IMAGE_BYTES:
-        raise ValueError(f"image is {len(data)} bytes, more than the {MAX_IMAGE_BYTES} byte limit")
     ext = next((e for sig, e in _SIGNATURES.items() if data.startswith(sig)), "bin")
-    folder = image_cache_dir(home)
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{prefix}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}.{ext}"
-    path.write_bytes(data)
-    return path
+    return save_media(data, image_cache_dir(home), prefix, ext, limit=MAX_IMAGE_BYTES, what="image")
 
 
 def save_b64_image(b64: str, home: Path, prefix: str = "image") -> Path:
@@ -142,15 +114,5 @@ def save_b64_image(b64: str, home: Path, prefix: str = "image") -> Path:
 
 def save_url_image(url: str, home: Path, prefix: str = "image", timeout: float = 60.0) -> Path:
     """Download an image (at most 25 MB) and save it (see :func:`save_image_bytes`)."""
-    import httpx
-
-    chunks: list[bytes] = []
-    size = 0
-    with httpx.stream("GET", url, timeout=timeout, follow_redirects=True) as response:
-        response.raise_for_status()
-        for chunk in response.iter_bytes():
-            size += len(chunk)
-            if size > MAX_IMAGE_BYTES:
-                raise ValueError(f"image at {url} is larger than {MAX_IMAGE_BYTES} bytes")
-            chunks.append(chunk)
-    return save_image_bytes(b"".join(chunks), home, prefix)
+    data = download(url, limit=MAX_IMAGE_BYTES, timeout=timeout, what="image")
+    return save_image_bytes(data, home, prefix)

@@ -9,11 +9,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..config import section
+from ..slots import SLOTS as ALL_SLOTS
 from .context_engine import ContextEngine
 from .image_gen import ImageGenProvider, error_response, resolve_aspect_ratio
 from .memory import MemoryProvider
 from .profile import ProviderProfile
 from .registry import ProviderCatalog, ProviderLookupError
+from .video_gen import VideoGenProvider
+from .web_search import WebSearchProvider
 
 if TYPE_CHECKING:
     from ..kernel import Kernel
@@ -24,7 +27,11 @@ SLOTS: dict[str, tuple[str, str, str | None, type | None]] = {
     "memory": ("memory", "provider", None, MemoryProvider),
     "context_engine": ("context", "engine", "compressor", ContextEngine),
     "image_gen": ("image_gen", "provider", None, ImageGenProvider),
+    "web_search": ("web_search", "provider", None, WebSearchProvider),
+    "video_gen": ("video_gen", "provider", None, VideoGenProvider),
 }
+# The slots whose provider config.yaml chooses by name (the model's is chosen from the catalog).
+CHOSEN_SLOTS = tuple(slot for slot in SLOTS if slot != "model_provider")
 
 GENERATE_IMAGE_SCHEMA = {
     "name": "generate_image",
@@ -183,7 +190,9 @@ class ProviderManager:
         close = getattr(client, "close", None)
         if callable(close):
             close()
-        for slot in ("memory", "context_engine", "image_gen"):
+        for slot in ALL_SLOTS:
+            if slot == "model_provider":
+                continue
             for provider in self._kernel.slots.providers(slot).values():
                 shutdown = getattr(provider.obj, "shutdown", None)
                 if callable(shutdown):
@@ -226,14 +235,15 @@ class ProviderManager:
             return None
         group, key, default, _base = SLOTS[slot]
         providers = self._kernel.slots.providers(slot)
-        if name not in providers:
+        found = _find(providers, name)
+        if found is None:
             if name == default and not section(self._kernel.config, group, key):
                 return None  # the default is not installed; nothing was asked for
             known = ", ".join(sorted(providers)) or "none"
             raise ProviderSelectionError(
                 f"{group}.{key}: no {slot} provider named '{name}' (available: {known})"
             )
-        provider = providers[name].obj
+        name, provider = found.name, found.obj
         ok, reason = _availability(provider)
         if not ok:
             raise ProviderSelectionError(f"{slot} provider '{name}' is not available: {reason}")
@@ -260,11 +270,12 @@ class ProviderManager:
                     "model_provider", profile.name, entry.plugin, _is(profile, model_name), ok, reason
                 )
             )
-        for slot in ("memory", "context_engine", "image_gen"):
-            chosen = self.selected(slot)
-            for name, provider in sorted(self._kernel.slots.providers(slot).items()):
+        for slot in CHOSEN_SLOTS:
+            providers = self._kernel.slots.providers(slot)
+            chosen = _find(providers, self.selected(slot) or "")
+            for name, provider in sorted(providers.items()):
                 ok, reason = _availability(provider.obj)
-                rows.append(ProviderStatus(slot, name, provider.plugin, name == chosen, ok, reason))
+                rows.append(ProviderStatus(slot, name, provider.plugin, provider is chosen, ok, reason))
         for problem_slot, problem in self.problems():
             rows.append(
                 ProviderStatus(problem_slot, self.selected(problem_slot) or "", None, True, False, problem)
@@ -279,10 +290,10 @@ class ProviderManager:
                 self.catalog.get(str(self.model_config()["provider"]))
             except ProviderLookupError as exc:
                 out.append(("model_provider", f"model.provider: {exc}"))
-        for slot in ("memory", "context_engine", "image_gen"):
+        for slot in CHOSEN_SLOTS:
             name = self.selected(slot)
             group, key, default, _base = SLOTS[slot]
-            if name and name not in self._kernel.slots.providers(slot):
+            if name and _find(self._kernel.slots.providers(slot), name) is None:
                 if name == default and not section(self._kernel.config, group, key):
                     continue
                 known = ", ".join(sorted(self._kernel.slots.providers(slot))) or "none"
@@ -296,7 +307,7 @@ class ProviderManager:
         kernel = self._kernel
         for _slot, problem in self.problems():
             kernel._config_problem(problem)
-        for slot in ("memory", "context_engine", "image_gen"):
+        for slot in CHOSEN_SLOTS:
             try:
                 self.active(slot)
             except ProviderSelectionError as exc:
@@ -306,30 +317,35 @@ class ProviderManager:
         self._register_image_tool()
 
     def _register_memory_tools(self) -> None:
+        """The tools of the active memory provider and of the active context engine (if it has any)."""
         kernel = self._kernel
-        try:
-            memory = self.memory()
-        except ProviderSelectionError:
-            return
-        if memory is None:
-            return
-        plugin = kernel.slots.get("memory", memory.name).plugin
-        try:
-            schemas = list(memory.get_tool_schemas() or [])
-        except Exception as exc:
-            kernel.log.warning(
-                "memory_tools_failed", provider=memory.name, error=f"{type(exc).__name__}: {exc}"
-            )
-            return
-        for schema in schemas:
-            body = schema.get("function", schema) if isinstance(schema, dict) else {}
-            name = body.get("name") if isinstance(body, dict) else None
-            if not isinstance(name, str):
-                kernel.log.warning("memory_tool_invalid", provider=memory.name, schema=repr(schema)[:200])
+        for slot, prefix in (("memory", "memory"), ("context_engine", "context")):
+            try:
+                provider = self.active(slot)
+            except ProviderSelectionError:
                 continue
-            kernel._add_provider_tool(
-                plugin, name, f"memory-{memory.name}", schema, _memory_handler(memory, name)
-            )
+            get_schemas = getattr(provider, "get_tool_schemas", None)
+            if provider is None or not callable(get_schemas):
+                continue
+            plugin = kernel.slots.get(slot, provider.name).plugin
+            try:
+                schemas = list(get_schemas() or [])
+            except Exception as exc:
+                kernel.log.warning(
+                    f"{prefix}_tools_failed", provider=provider.name, error=f"{type(exc).__name__}: {exc}"
+                )
+                continue
+            for schema in schemas:
+                body = schema.get("function", schema) if isinstance(schema, dict) else {}
+                name = body.get("name") if isinstance(body, dict) else None
+                if not isinstance(name, str):
+                    kernel.log.warning(
+                        f"{prefix}_tool_invalid", provider=provider.name, schema=repr(schema)[:200]
+                    )
+                    continue
+                kernel._add_provider_tool(
+                    plugin, name, f"{prefix}-{provider.name}", schema, _provider_handler(provider, name)
+                )
 
     def _register_image_tool(self) -> None:
         try:
@@ -363,9 +379,11 @@ def _is(profile: ProviderProfile, wanted: str) -> bool:
     return bool(wanted) and wanted in {profile.name.casefold(), *(a.casefold() for a in profile.aliases)}
 
 
-def _memory_handler(memory: MemoryProvider, name: str) -> Any:
+def _provider_handler(provider: Any, name: str) -> Any:
+    """A tool handler that hands the call to the provider's ``handle_tool_call``."""
+
     def handler(args: dict[str, Any], **context: Any) -> str:
-        return memory.handle_tool_call(name, args, **context)
+        return provider.handle_tool_call(name, args, **context)
 
     return handler
 
@@ -391,3 +409,15 @@ def _image_handler(provider: ImageGenProvider) -> Any:
         return json.dumps(result, ensure_ascii=False, default=str)
 
     return handler
+
+
+def _find(providers: dict[str, Any], name: str) -> Any:
+    """The provider called ``name``; else the only one offered by a plugin called ``name``.
+
+    Hermes users select some providers by their plugin's name (``local_memory``)
+    where the provider calls itself something shorter (``local``).
+    """
+    if name in providers:
+        return providers[name]
+    by_plugin = [p for p in providers.values() if p.plugin == name or p.plugin.rsplit("/", 1)[-1] == name]
+    return by_plugin[0] if len(by_plugin) == 1 else None

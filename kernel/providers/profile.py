@@ -98,15 +98,27 @@ class ProviderProfile:
         environ = os.environ if environ is None else environ
         api_key = config.get("api_key") or None
         base_url = config.get("base_url") or ""
+        keys = self.key_vars()
         for var in self.env_vars:
             value = environ.get(var)
             if not value:
                 continue
             if var.endswith("_BASE_URL"):
                 base_url = base_url or value
-            elif api_key is None:
+            elif api_key is None and var in keys:
                 api_key = value
         return api_key, (base_url or self.base_url)
+
+    def key_vars(self) -> list[str]:
+        """The ``env_vars`` that hold an API key.
+
+        Those named like a key (``*_API_KEY``, ``*_KEY``, ``*_TOKEN``, ``*_SECRET``)
+        when there are any — a profile may list settings too, such as a model
+        list endpoint —, else every one but ``*_BASE_URL``.
+        """
+        others = [v for v in self.env_vars if not v.endswith("_BASE_URL")]
+        named = [v for v in others if v.endswith(("_KEY", "_TOKEN", "_SECRET"))]
+        return named or others
 
     def availability(
         self, config: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
@@ -119,7 +131,7 @@ class ProviderProfile:
         api_key, base_url = self.credentials(config, environ)
         if not base_url:
             return False, "no base_url (set model.base_url in config.yaml)"
-        key_vars = [v for v in self.env_vars if not v.endswith("_BASE_URL")]
+        key_vars = self.key_vars()
         if self.auth_type == "api_key" and key_vars and not api_key:
             return False, f"no API key (set {' or '.join(key_vars)}, or model.api_key)"
         return True, ""

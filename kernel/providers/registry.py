@@ -65,6 +65,11 @@ class ProviderCatalog:
             self._entries[key] = CatalogEntry(profile, plugin, source)
         return None
 
+    def has_plugin(self, plugin: str) -> bool:
+        """Whether ``plugin`` offered any profile."""
+        with self._lock:
+            return any(e.plugin == plugin for e in self._entries.values())
+
     def remove_plugin(self, plugin: str) -> None:
         with self._lock:
             for key in [k for k, e in self._entries.items() if e.plugin == plugin]:

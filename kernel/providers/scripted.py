@@ -32,6 +32,7 @@ from typing import Any
 
 import yaml
 
+from ..middleware import acall_model, call_model
 from .transport import ApiCall, ChatResult, ProviderError, ToolCall, Usage, afire, fire
 
 __all__ = ["ScriptedTransport"]
@@ -252,10 +253,13 @@ class ScriptedTransport:
         request["script"] = str(self.path)
         return request
 
-    def _api_call(self, request: dict[str, Any], session_id: str | None, task_id: str | None) -> ApiCall:
+    def _api_call(
+        self, request: dict[str, Any], session_id: str | None, task_id: str | None, turn_id: Any = None
+    ) -> ApiCall:
         return ApiCall(
             session_id=session_id,
             task_id=task_id,
+            turn_id=turn_id,
             model=self.model,
             provider=self.provider,
             base_url=None,
@@ -263,7 +267,15 @@ class ScriptedTransport:
             request=request,
         )
 
-    def complete(
+    def complete(self, messages: Sequence[Mapping[str, Any]], **kwargs: Any) -> ChatResult:
+        """Ask the model, through the kernel's ``llm_request`` / ``llm_execution`` middleware."""
+        return call_model(self.hooks, self._complete, messages, kwargs)
+
+    async def acomplete(self, messages: Sequence[Mapping[str, Any]], **kwargs: Any) -> ChatResult:
+        """As :meth:`complete`, awaiting the model."""
+        return await acall_model(self.hooks, self._acomplete, messages, kwargs)
+
+    def _complete(
         self,
         messages: Sequence[Mapping[str, Any]],
         *,
@@ -277,14 +289,17 @@ class ScriptedTransport:
     ) -> ChatResult:
         """The next scripted turn (the other arguments are only shown to the hooks)."""
         call = self._api_call(
-            self._request(messages, tools, temperature, max_tokens, extra_body), session_id, task_id
+            self._request(messages, tools, temperature, max_tokens, extra_body),
+            session_id,
+            task_id,
+            context.get("turn_id"),
         )
         fire(self.hooks, call.pre())
         result = self._take(messages)
-        fire(self.hooks, call.post(result.raw, result.usage))
+        fire(self.hooks, call.post(result))
         return result
 
-    async def acomplete(
+    async def _acomplete(
         self,
         messages: Sequence[Mapping[str, Any]],
         *,
@@ -298,11 +313,14 @@ class ScriptedTransport:
     ) -> ChatResult:
         """As :meth:`complete`, awaiting async hook callbacks."""
         call = self._api_call(
-            self._request(messages, tools, temperature, max_tokens, extra_body), session_id, task_id
+            self._request(messages, tools, temperature, max_tokens, extra_body),
+            session_id,
+            task_id,
+            context.get("turn_id"),
         )
         await afire(self.hooks, call.pre())
         result = self._take(messages)
-        await afire(self.hooks, call.post(result.raw, result.usage))
+        await afire(self.hooks, call.post(result))
         return result
 
 

@@ -56,6 +56,7 @@ from typing import Any, Protocol
 import httpx
 import tenacity
 
+from ..middleware import acall_model, call_model
 from .profile import ProviderProfile
 
 __all__ = [
@@ -228,20 +229,25 @@ class ApiCall:
     base_url: str | None
     api_mode: str
     request: dict[str, Any]
+    turn_id: str | None = None
     api_request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     started: float = field(default_factory=time.perf_counter)
 
     def common(self) -> dict[str, Any]:
         request = copy.deepcopy(self.request)
+        messages = request.get("messages", [])
         return {
             "api_request_id": self.api_request_id,
             "session_id": self.session_id,
             "task_id": self.task_id,
+            "turn_id": self.turn_id,
             "model": self.model,
             "provider": self.provider,
             "base_url": self.base_url,
             "api_mode": self.api_mode,
-            "request_messages": copy.deepcopy(request.get("messages", [])),
+            "message_count": len(messages) if isinstance(messages, list) else 0,
+            "tool_count": len(request.get("tools") or []),
+            "request_messages": copy.deepcopy(messages),
             "request": request,
         }
 
@@ -252,12 +258,25 @@ class ApiCall:
         self.started = time.perf_counter()
         return "pre_api_request", self.common()
 
-    def post(self, response: Mapping[str, Any], usage: Usage) -> tuple[str, dict[str, Any]]:
+    def post(self, result: ChatResult) -> tuple[str, dict[str, Any]]:
+        elapsed = time.perf_counter() - self.started
+        usage = result.usage
         return "post_api_request", {
             **self.common(),
-            "response": copy.deepcopy(dict(response)),
-            "usage": usage.as_dict(),
-            "duration_ms": self.elapsed_ms(),
+            "response": copy.deepcopy(dict(result.raw)),
+            # Hermes' names too: prompt_tokens (= input_tokens), reasoning_tokens, request_count.
+            "usage": {
+                **usage.as_dict(),
+                "prompt_tokens": usage.input_tokens,
+                "completion_tokens": usage.output_tokens,
+                "reasoning_tokens": 0,
+                "request_count": 1,
+            },
+            "finish_reason": result.finish_reason,
+            "response_model": result.model,
+            "assistant_tool_call_count": len(result.tool_calls),
+            "duration_ms": int(elapsed * 1000),
+            "api_duration": elapsed,
         }
 
     def error(self, error: str, status_code: int | None, attempt: int) -> tuple[str, dict[str, Any]]:
@@ -422,7 +441,15 @@ class ChatCompletionsTransport:
 
     # -- sync ---------------------------------------------------------------------------
 
-    def complete(
+    def complete(self, messages: Sequence[Mapping[str, Any]], **kwargs: Any) -> ChatResult:
+        """Ask the model, through the kernel's ``llm_request`` / ``llm_execution`` middleware."""
+        return call_model(self.hooks, self._complete, messages, kwargs)
+
+    async def acomplete(self, messages: Sequence[Mapping[str, Any]], **kwargs: Any) -> ChatResult:
+        """As :meth:`complete`, awaiting the model."""
+        return await acall_model(self.hooks, self._acomplete, messages, kwargs)
+
+    def _complete(
         self,
         messages: Sequence[Mapping[str, Any]],
         *,
@@ -451,7 +478,7 @@ class ChatCompletionsTransport:
                 for attempt in tenacity.Retrying(**self._retry_policy()):
                     with attempt:
                         number = attempt.retry_state.attempt_number
-                        return self._attempt(request, session_id, task_id, number)
+                        return self._attempt(request, session_id, task_id, number, context.get("turn_id"))
             except ProviderError as exc:
                 if not (exc.retryable or exc.malformed):
                     raise
@@ -460,9 +487,14 @@ class ChatCompletionsTransport:
         raise last
 
     def _attempt(
-        self, request: dict[str, Any], session_id: str | None, task_id: str | None, number: int
+        self,
+        request: dict[str, Any],
+        session_id: str | None,
+        task_id: str | None,
+        number: int,
+        turn_id: str | None = None,
     ) -> ChatResult:
-        call = self._call(request, session_id, task_id)
+        call = self._call(request, session_id, task_id, turn_id)
         fire(self.hooks, call.pre())
         try:
             response = self._sync_client().post(self.url, headers=self.headers(), json=request)
@@ -475,12 +507,12 @@ class ChatCompletionsTransport:
             fire(self.hooks, call.error(str(error), error.status_code, number))
             raise error
         assert result is not None
-        fire(self.hooks, call.post(result.raw, result.usage))
+        fire(self.hooks, call.post(result))
         return result
 
     # -- async ---------------------------------------------------------------------------
 
-    async def acomplete(
+    async def _acomplete(
         self,
         messages: Sequence[Mapping[str, Any]],
         *,
@@ -510,7 +542,9 @@ class ChatCompletionsTransport:
                     async for attempt in tenacity.AsyncRetrying(**self._retry_policy()):
                         with attempt:
                             number = attempt.retry_state.attempt_number
-                            return await self._aattempt(client, request, session_id, task_id, number)
+                            return await self._aattempt(
+                                client, request, session_id, task_id, number, context.get("turn_id")
+                            )
                 except ProviderError as exc:
                     if not (exc.retryable or exc.malformed):
                         raise
@@ -525,8 +559,9 @@ class ChatCompletionsTransport:
         session_id: str | None,
         task_id: str | None,
         number: int,
+        turn_id: str | None = None,
     ) -> ChatResult:
-        call = self._call(request, session_id, task_id)
+        call = self._call(request, session_id, task_id, turn_id)
         await afire(self.hooks, call.pre())
         try:
             response = await client.post(self.url, headers=self.headers(), json=request)
@@ -539,15 +574,18 @@ class ChatCompletionsTransport:
             await afire(self.hooks, call.error(str(error), error.status_code, number))
             raise error
         assert result is not None
-        await afire(self.hooks, call.post(result.raw, result.usage))
+        await afire(self.hooks, call.post(result))
         return result
 
     # -- shared pieces ----------------------------------------------------------------
 
-    def _call(self, request: dict[str, Any], session_id: str | None, task_id: str | None) -> ApiCall:
+    def _call(
+        self, request: dict[str, Any], session_id: str | None, task_id: str | None, turn_id: str | None = None
+    ) -> ApiCall:
         return ApiCall(
             session_id=session_id,
             task_id=task_id,
+            turn_id=turn_id,
             model=request["model"],
             provider=self.provider,
             base_url=self.base_url,

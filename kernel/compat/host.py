@@ -1,0 +1,71 @@
+"""Which kernel, and which plugin, Hermes-style code is running for.
+
+Hermes plugins reach their host through module-level functions
+(``get_plugin_manager()``, ``tools.registry.registry``,
+``hermes_cli.config.load_config()``) instead of the ``ctx`` they are given.
+The kernel answers those calls for the plugin that is being loaded (a context
+variable set around its import and ``register()``), else for the most
+recently loaded kernel that has the shims on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import threading
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..context import PluginContext
+    from ..kernel import Kernel
+
+_loading: contextvars.ContextVar[PluginContext | None] = contextvars.ContextVar(
+    "hermes_kernel_loading", default=None
+)
+_kernels: list[Kernel] = []
+_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def loading(ctx: PluginContext) -> Iterator[None]:
+    """Mark ``ctx``'s plugin as the one being imported and registered."""
+    token = _loading.set(ctx)
+    try:
+        yield
+    finally:
+        _loading.reset(token)
+
+
+def current_context() -> PluginContext | None:
+    """The context of the plugin being loaded right now, if any."""
+    return _loading.get()
+
+
+def current_kernel() -> Kernel | None:
+    """The kernel of the plugin being loaded, else the latest live kernel with the shims on."""
+    ctx = _loading.get()
+    if ctx is not None:
+        return ctx._kernel
+    with _lock:
+        return _kernels[-1] if _kernels else None
+
+
+def attach(kernel: Kernel) -> None:
+    """Count ``kernel`` as a host of Hermes-style plugins (called by its ``load()``)."""
+    with _lock:
+        if kernel not in _kernels:
+            _kernels.append(kernel)
+
+
+def detach(kernel: Kernel) -> None:
+    """Forget ``kernel`` (called by its ``shutdown()``)."""
+    with _lock:
+        if kernel in _kernels:
+            _kernels.remove(kernel)
+
+
+def attached() -> int:
+    """How many live kernels have the shims on."""
+    with _lock:
+        return len(_kernels)

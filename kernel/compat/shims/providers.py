@@ -1,0 +1,41 @@
+"""``providers`` for plugins written for Hermes Agent: model provider profiles.
+
+``ProviderProfile`` is the kernel's.  ``register_provider`` sends a profile
+to the kernel loading the plugin (its catalog, attributed to the plugin);
+outside a load, to the current kernel.  The lookups ask the current
+kernel's catalog; with no kernel running they fall back to
+:mod:`kernel.providers`' process-wide catalog.
+"""
+
+from __future__ import annotations
+
+from ...providers import registry as _registry
+from ...providers.profile import ProviderProfile
+from . import current_kernel, registering_context
+
+__all__ = ["ProviderProfile", "get_provider_profile", "list_providers", "register_provider"]
+
+
+def register_provider(profile: ProviderProfile) -> None:
+    """Offer a model provider profile (Hermes provider plugins call this when imported)."""
+    if _registry._collector.get() is not None or current_kernel() is None:
+        # A kernel is importing provider plugins (it collects them), or no kernel runs at all.
+        _registry.register_provider(profile)
+        return
+    registering_context("providers.register_provider").register_model_provider(profile)
+
+
+def get_provider_profile(name: str) -> ProviderProfile:
+    """The profile of provider ``name`` (or an alias); ``LookupError`` when there is none."""
+    kernel = current_kernel()
+    if kernel is None:
+        return _registry.get_provider_profile(name)
+    return kernel.providers.get_provider_profile(name)
+
+
+def list_providers() -> list[ProviderProfile]:
+    """Every model provider profile, by name."""
+    kernel = current_kernel()
+    if kernel is None:
+        return _registry.list_providers()
+    return kernel.providers.list_providers()

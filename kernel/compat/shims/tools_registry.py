@@ -1,0 +1,106 @@
+"""``tools.registry`` for plugins written for Hermes Agent: the tool registry and result helpers.
+
+``registry.register(...)`` made while a plugin is being imported or
+registered adds the tool to that plugin, exactly like ``ctx.register_tool``;
+made at another time, it adds it to the current kernel under the
+``compat:hermes`` record.  The read helpers look at the current kernel.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from . import current_kernel, registering_context, require_kernel
+
+__all__ = ["HermesToolRegistry", "registry", "tool_error", "tool_result"]
+
+
+class HermesToolRegistry:
+    """The ``registry`` object Hermes plugins register tools on."""
+
+    def register(
+        self,
+        name: str,
+        toolset: str,
+        schema: dict[str, Any],
+        handler: Callable[..., Any],
+        check_fn: Callable[[], Any] | None = None,
+        requires_env: Iterable[str] | None = None,
+        is_async: bool = False,
+        description: str = "",
+        emoji: str = "",
+        **extra: Any,
+    ) -> None:
+        """Add a tool (as ``ctx.register_tool``); unknown keywords are ignored with a warning."""
+        ctx = registering_context("tools.registry.registry.register")
+        if extra:
+            warning = f"tools.registry.register({name!r}): ignored keyword(s) {', '.join(sorted(extra))}"
+            ctx._record.warnings.append(warning)
+        ctx.register_tool(
+            name,
+            toolset,
+            schema,
+            handler,
+            check_fn=check_fn,
+            requires_env=requires_env,
+            is_async=is_async,
+            description=description,
+            emoji=emoji,
+        )
+
+    def get_all_tool_names(self) -> list[str]:
+        """Every tool of the current kernel, by name."""
+        kernel = current_kernel()
+        return sorted(kernel.tools.names()) if kernel is not None else []
+
+    def get_definitions(
+        self, tool_names: Iterable[str] | None = None, quiet: bool = False
+    ) -> list[dict[str, Any]]:
+        """OpenAI function schemas of the tools available now (only ``tool_names`` when given)."""
+        kernel = current_kernel()
+        if kernel is None:
+            return []
+        wanted = None if tool_names is None else set(tool_names)
+        return [
+            {"type": "function", "function": copy.deepcopy(tool.schema)}
+            for tool in kernel.tools.all()
+            if (wanted is None or tool.name in wanted) and kernel.tools.available(tool)[0]
+        ]
+
+    def get_schema(self, name: str) -> dict[str, Any] | None:
+        """The bare schema of tool ``name``, or ``None``."""
+        kernel = current_kernel()
+        tool = kernel.tools.get(name) if kernel is not None else None
+        return copy.deepcopy(tool.schema) if tool is not None else None
+
+    def get_toolset_for_tool(self, name: str) -> str | None:
+        """The toolset of tool ``name``, or ``None``."""
+        kernel = current_kernel()
+        tool = kernel.tools.get(name) if kernel is not None else None
+        return tool.toolset if tool is not None else None
+
+    def dispatch(self, name: str, args: dict[str, Any] | str | None = None, **context: Any) -> str:
+        """Run tool ``name`` through the kernel's whole pipeline (hooks included); a JSON string."""
+        return require_kernel("tools.registry.registry.dispatch").tools.dispatch(name, args, **context)
+
+
+registry = HermesToolRegistry()
+
+
+def tool_error(message: str, **extra: Any) -> str:
+    """A tool's error result: ``{"error": message, ...extra}`` as JSON."""
+    return json.dumps({"error": str(message), **extra}, ensure_ascii=False, default=str)
+
+
+def tool_result(data: Any = None, **kwargs: Any) -> str:
+    """A tool's result as JSON: ``data`` (a mapping is merged with ``kwargs``), or ``kwargs`` alone."""
+    if data is None:
+        payload: Any = kwargs
+    elif kwargs:
+        payload = {**data, **kwargs} if isinstance(data, dict) else {"result": data, **kwargs}
+    else:
+        payload = data
+    return json.dumps(payload, ensure_ascii=False, default=str)
