@@ -4,8 +4,8 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-# What the tests use beyond Python: espeak-ng (speech), from Debian's packages, and
-# the reference MCP filesystem server, from the npm registry (pinned).
+# What the tests use beyond Python: espeak-ng (speech), ngircd and openssl (the IRC adapter and
+# its TLS test), from Debian's packages, and the reference MCP filesystem server, from the npm registry (pinned).
 NODE_DIR := $(VENV)/node
 MCP_FS   := $(NODE_DIR)/node_modules/@modelcontextprotocol/server-filesystem/package.json
 MCP_FS_VERSION := 2026.8.31
@@ -30,8 +30,14 @@ test: $(STAMP) test-deps
 	$(PY) -m pytest -q
 
 test-deps: $(MCP_FS) $(COMPAT_SITE)/.installed
-	@command -v espeak-ng >/dev/null 2>&1 || $(APT_GET) install -y --no-install-recommends espeak-ng \
-		|| { $(APT_GET) update && $(APT_GET) install -y --no-install-recommends espeak-ng; }
+	@missing=""; \
+	command -v espeak-ng >/dev/null 2>&1 || missing="$$missing espeak-ng"; \
+	[ -x /usr/sbin/ngircd ] || command -v ngircd >/dev/null 2>&1 || missing="$$missing ngircd"; \
+	command -v openssl >/dev/null 2>&1 || missing="$$missing openssl"; \
+	if [ -n "$$missing" ]; then \
+		$(APT_GET) install -y --no-install-recommends $$missing \
+		|| { $(APT_GET) update && $(APT_GET) install -y --no-install-recommends $$missing; }; \
+	fi
 
 $(MCP_FS): | $(STAMP)
 	npm install --prefix $(NODE_DIR) --no-audit --no-fund --silent \

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from . import cli_admin, cli_chat
+from . import cli_admin, cli_chat, cli_gateway
 from .commands import CliCommand
 from .kernel import Kernel, PluginInfo
 
@@ -133,6 +133,7 @@ def _parser() -> tuple[argparse.ArgumentParser, Any]:
 
     cli_chat.add_commands(commands)
     cli_admin.add_commands(commands, plugin_actions=plugin_commands)
+    cli_gateway.add_commands(commands)
     return parser, commands
 
 

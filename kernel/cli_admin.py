@@ -1416,6 +1416,10 @@ def diagnose(kernel: Kernel, environ: dict[str, str]) -> list[Finding]:
             summary = info.description or info.kind
             findings.append(Finding("info", "surface", f"'{info.name}'", f"{info.kind}: {summary}"))
 
+    for row in kernel.gateway.status():
+        state = f"enabled ({row.source})" if row.enabled else f"not enabled: {row.reason}"
+        findings.append(Finding("info", "platform", f"'{row.name}'", f"{row.label}: {state}"))
+
     for tool in kernel.tools.all():
         ok, reason = kernel.tools.available(tool)
         if ok:

@@ -28,6 +28,7 @@ from .context import PluginContext
 from .decisions import ApprovalRequest, Approver, Verdict, merge_decisions, parse_decision, terminal_approver
 from .discovery import Candidate, bundled_root, merge_sources, scan_entry_points, scan_root
 from .events import EventBus
+from .gateway.runner import Gateway, PlatformRegistry
 from .hooks import (
     CONTAINED,
     NORMAL,
@@ -87,6 +88,7 @@ class PluginInfo:
     skills: list[str] = field(default_factory=list)
     deferred: bool = False
     middleware: list[str] = field(default_factory=list)
+    platforms: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -110,6 +112,7 @@ class _Record:
     cli_commands: list[str] = field(default_factory=list)
     skills: list[str] = field(default_factory=list)
     middleware: list[str] = field(default_factory=list)
+    platforms: list[str] = field(default_factory=list)
     callbacks: list[Callback] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     overrides: list[str] = field(default_factory=list)
@@ -171,6 +174,7 @@ class _Record:
             skills=list(self.skills),
             deferred=self.deferred,
             middleware=list(self.middleware),
+            platforms=list(self.platforms),
         )
 
 
@@ -238,6 +242,8 @@ class Kernel:
         self.providers = ProviderManager(self)
         self.events = EventBus(self)
         self.middleware = MiddlewareRegistry(self)
+        self.platforms = PlatformRegistry()
+        self._gateway: Gateway | None = None
         self.pm = _KernelPluginManager(self)
         self.pm.add_hookspecs(hookspecs)
         self.hook_names: list[str] = sorted(
@@ -384,6 +390,13 @@ class Kernel:
 
             self._speech = Speech(self)
         return self._speech
+
+    @property
+    def gateway(self) -> Gateway:
+        """The gateway that runs the platform adapters plugins registered (``hermes-kernel gateway run``)."""
+        if self._gateway is None:
+            self._gateway = Gateway(self)
+        return self._gateway
 
     # -- plugins -----------------------------------------------------------------
 
@@ -914,6 +927,7 @@ class Kernel:
         self._hooks.remove_plugin(name)
         self.events.disconnect_owner(name)
         self.middleware.remove_plugin(name)
+        self.platforms.remove_plugin(name)
         for tool in record.tools:
             self.tools.unregister(tool)
         for command in record.commands:

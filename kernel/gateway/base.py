@@ -90,17 +90,23 @@ class SendResult:
 class BasePlatformAdapter(ABC):
     """The base of every platform adapter.
 
-    ``__init__(config, platform)`` keeps both; subclasses usually take only
-    the config and pass their :class:`Platform`.  ``MAX_MESSAGE_LENGTH`` (a
+    ``__init__(config, platform=None)`` keeps both; subclasses usually take
+    only the config (the gateway then sets ``platform`` to the registered name).  ``MAX_MESSAGE_LENGTH`` (a
     class attribute) becomes the ``max_message_length`` attribute, which the
     host uses to split long answers.
     """
 
     MAX_MESSAGE_LENGTH: int = 4096
+    #: ``True`` for an adapter that restores a dropped connection itself; otherwise the gateway
+    #: calls ``connect(is_reconnect=True)`` (with backoff) once ``is_connected`` turns false.
+    reconnects_itself: bool = False
+    #: Why the last ``connect`` failed, for ``gateway status`` when it returned ``False``.
+    last_error: str | None = None
 
-    def __init__(self, config: PlatformConfig, platform: Platform | str) -> None:
+    def __init__(self, config: PlatformConfig, platform: Platform | str | None = None) -> None:
         self.config = config
-        self.platform = platform if isinstance(platform, Platform) else Platform(platform)
+        # Adapters built with the config alone get their platform from the gateway that runs them.
+        self.platform = Platform(platform) if platform else Platform.LOCAL
         self.max_message_length: int = type(self).MAX_MESSAGE_LENGTH
         self._message_handler: MessageHandler | None = None
         self._connected = False

@@ -1,0 +1,548 @@
+"""The gateway: platform adapters registered by plugins, and the loop that routes their chats to sessions.
+
+``ctx.register_platform(...)`` adds a :class:`PlatformSpec` to ``k.platforms``.
+``k.gateway.status()`` says which are enabled and why not; ``await
+k.gateway.run()`` (``hermes-kernel gateway run``) connects every enabled
+adapter on one asyncio loop and answers each incoming message with the agent
+session of its ``(platform, chat)``:
+
+1. ``pre_gateway_dispatch`` may skip the message or rewrite its text;
+2. a text starting with ``/`` runs as a slash command (``command:<name>`` is emitted);
+3. anything else is a turn of the chat's :class:`~kernel.agent.AgentSession`
+   (run on a worker thread, so adapters keep reading); the platform's
+   ``platform_hint`` joins the system prompt;
+4. the answer goes back through the adapter's ``send``, split to its
+   ``max_message_length``.
+
+An adapter whose first connection fails is retried with exponential backoff
+(tenacity) and reported in :meth:`Gateway.status`; the others keep running.
+:meth:`Gateway.stop` (Ctrl-C, SIGTERM) disconnects every adapter and closes
+every session, which fires ``on_session_finalize``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import tenacity
+
+from ..config import section
+from ..hooks import CONTAINED
+from .base import BasePlatformAdapter, MessageEvent, SendResult
+from .config import Platform, PlatformConfig
+
+if TYPE_CHECKING:
+    from ..agent import AgentSession
+    from ..kernel import Kernel
+
+BACKOFF_FIRST = 1.0
+BACKOFF_MAX = 60.0
+WATCH_INTERVAL = 1.0  # how often a connected adapter's is_connected is checked
+CONNECT_TIMEOUT = 60.0  # a connect() that takes longer counts as failed (and is retried)
+DRAIN_TIMEOUT = 30.0  # how long shutdown waits for the turns in progress
+
+
+class GatewayError(Exception):
+    """A platform that cannot be used (unknown, not enabled, no home channel...)."""
+
+
+@dataclass
+class PlatformSpec:
+    """One platform a plugin registered with ``ctx.register_platform``."""
+
+    name: str
+    label: str
+    adapter_factory: Callable[[PlatformConfig], Any]
+    check_fn: Callable[[], Any] | None
+    plugin: str
+    required_env: tuple[str, ...] = ()
+    env_enablement_fn: Callable[[], Any] | None = None
+    cron_deliver_env_var: str | None = None
+    emoji: str = ""
+    platform_hint: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class PlatformStatus:
+    """What ``gateway status`` shows for one platform."""
+
+    name: str
+    label: str
+    plugin: str
+    enabled: bool
+    reason: str
+    source: str  # "config", "env" or ""
+    connected: bool = False
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(vars(self))
+
+
+class PlatformRegistry:
+    """``k.platforms``: the platforms plugins registered, by name."""
+
+    def __init__(self) -> None:
+        self._specs: dict[str, PlatformSpec] = {}
+        self._lock = threading.Lock()
+
+    def add(self, spec: PlatformSpec) -> None:
+        with self._lock:
+            taken = self._specs.get(spec.name)
+            if taken is not None:
+                raise ValueError(
+                    f"platform '{spec.name}' of plugin '{spec.plugin}' was refused: "
+                    f"plugin '{taken.plugin}' already registered it"
+                )
+            self._specs[spec.name] = spec
+
+    def remove(self, name: str) -> None:
+        with self._lock:
+            self._specs.pop(name, None)
+
+    def remove_plugin(self, plugin: str) -> None:
+        with self._lock:
+            for name in [n for n, s in self._specs.items() if s.plugin == plugin]:
+                del self._specs[name]
+
+    def get(self, name: str) -> PlatformSpec:
+        with self._lock:
+            spec = self._specs.get(name)
+        if spec is None:
+            known = ", ".join(sorted(self._specs)) or "none"
+            raise GatewayError(f"no platform named '{name}' (registered: {known})")
+        return spec
+
+    def all(self) -> list[PlatformSpec]:
+        with self._lock:
+            return [self._specs[n] for n in sorted(self._specs)]
+
+    def __len__(self) -> int:
+        return len(self._specs)
+
+
+class Gateway:
+    """``k.gateway``: runs the enabled platform adapters and routes their messages to sessions."""
+
+    def __init__(self, kernel: Kernel) -> None:
+        self._kernel = kernel
+        self.adapters: dict[str, BasePlatformAdapter] = {}
+        self.sessions: dict[tuple[str, str], AgentSession] = {}
+        self.errors: dict[str, str] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._session_locks: dict[tuple[str, str], asyncio.Lock] = {}
+        self._inflight: set[asyncio.Task[Any]] = set()
+
+    # -- which platforms ------------------------------------------------------------
+
+    def platform_config(self, spec: PlatformSpec) -> tuple[PlatformConfig | None, str, str]:
+        """``(config, source, reason)``: the config when the platform is enabled, else why not."""
+        kernel = self._kernel
+        raw = section(kernel.config, "gateway", "platforms", spec.name)
+        if raw is not None and not isinstance(raw, dict):
+            return None, "", f"config.yaml: 'gateway.platforms.{spec.name}' must be a mapping"
+        source = ""
+        data: dict[str, Any] | None = None
+        if raw is not None and raw.get("enabled") is True:
+            data, source = dict(raw), "config"
+        elif raw is not None and "enabled" in raw and raw.get("enabled") is not True:
+            return None, "", f"disabled in config.yaml (gateway.platforms.{spec.name}.enabled)"
+        elif spec.env_enablement_fn is not None:
+            try:
+                found = spec.env_enablement_fn()
+            except Exception as exc:
+                return None, "", f"its env_enablement_fn failed: {type(exc).__name__}: {exc}"
+            if isinstance(found, dict):
+                data, source = {**found, **(raw or {}), "enabled": True}, "env"
+        if data is None:
+            return None, "", f"not enabled: set gateway.platforms.{spec.name}.enabled: true in config.yaml"
+        missing = [v for v in spec.required_env if not os.environ.get(v)]
+        if missing:
+            return None, source, f"missing environment variable(s): {', '.join(missing)}"
+        if spec.check_fn is not None:
+            try:
+                ok = spec.check_fn()
+            except Exception as exc:
+                return None, source, f"check_fn failed: {type(exc).__name__}: {exc}"
+            if not ok:
+                return None, source, "check_fn returned False (its requirements are not met)"
+        return PlatformConfig.from_dict(data), source, ""
+
+    def status(self) -> list[PlatformStatus]:
+        """Every registered platform: enabled or not and why, connected or not."""
+        rows = []
+        for spec in self._kernel.platforms.all():
+            config, source, reason = self.platform_config(spec)
+            adapter = self.adapters.get(spec.name)
+            rows.append(
+                PlatformStatus(
+                    name=spec.name,
+                    label=spec.label,
+                    plugin=spec.plugin,
+                    enabled=config is not None,
+                    reason=reason,
+                    source=source,
+                    connected=bool(adapter is not None and adapter.is_connected),
+                    error=self.errors.get(spec.name),
+                )
+            )
+        return rows
+
+    def make_adapter(self, spec: PlatformSpec, config: PlatformConfig) -> BasePlatformAdapter:
+        """Build the adapter of ``spec`` and connect it to this gateway's message handling."""
+        adapter = spec.adapter_factory(config)
+        if not isinstance(adapter, BasePlatformAdapter):
+            raise GatewayError(
+                f"platform '{spec.name}' (plugin '{spec.plugin}'): adapter_factory returned "
+                f"{type(adapter).__name__}, not a BasePlatformAdapter"
+            )
+        adapter.platform = Platform(spec.name)
+
+        async def handler(event: MessageEvent) -> None:
+            try:
+                await self.handle(spec, adapter, event)
+            except Exception as exc:  # a bug here must not be silent, nor reach the adapter
+                error = f"{type(exc).__name__}: {exc}"
+                self._kernel.log.warning("gateway_handle_failed", platform=spec.name, error=error)
+
+        adapter.set_message_handler(handler)
+        return adapter
+
+    # -- running ----------------------------------------------------------------------
+
+    async def run(self, platforms: Iterable[str] | None = None) -> None:
+        """Connect the enabled adapters (or only ``platforms``) and serve until :meth:`stop`."""
+        kernel = self._kernel
+        kernel.load()
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        # Locks belong to the loop they were first used on; a second run gets new ones.
+        self._session_locks.clear()
+        self.errors.clear()
+        wanted = set(platforms) if platforms is not None else None
+        started = []
+        for spec in kernel.platforms.all():
+            if wanted is not None and spec.name not in wanted:
+                continue
+            config, _source, reason = self.platform_config(spec)
+            if config is None:
+                kernel.log.info("gateway_platform_skipped", platform=spec.name, reason=reason)
+                continue
+            try:
+                adapter = self.make_adapter(spec, config)
+            except BaseException as exc:
+                if not isinstance(exc, CONTAINED):
+                    raise
+                self.errors[spec.name] = f"{type(exc).__name__}: {exc}"
+                kernel.log.warning("gateway_adapter_failed", platform=spec.name, error=self.errors[spec.name])
+                continue
+            self.adapters[spec.name] = adapter
+            self._tasks.append(asyncio.create_task(self._connect(spec, adapter), name=f"connect-{spec.name}"))
+            started.append(spec.name)
+        await kernel.events.aemit("gateway:startup", {"platforms": started})
+        kernel.log.info("gateway_started", platforms=started)
+        try:
+            await self._stop.wait()
+        finally:
+            await self._shutdown()
+
+    def stop(self) -> None:
+        """Ask :meth:`run` to end (safe from any thread and from signal handlers)."""
+        loop, stop = self._loop, self._stop
+        if loop is None or stop is None:
+            return
+        if loop.is_running():
+            loop.call_soon_threadsafe(stop.set)
+        else:
+            stop.set()
+
+    async def _connect(self, spec: PlatformSpec, adapter: BasePlatformAdapter) -> None:
+        """Connect (with retries), then watch: a dropped adapter is reconnected the same way.
+
+        An adapter that reconnects by itself (``reconnects_itself = True``, as
+        the IRC adapter does) is only watched, and its state reported.
+        """
+        reconnect = False
+        while True:
+            if not await self._connect_once(spec, adapter, reconnect):
+                return
+            while adapter.is_connected or not _watched(adapter):
+                await asyncio.sleep(WATCH_INTERVAL)
+                if getattr(adapter, "reconnects_itself", False):
+                    self._note_state(spec, adapter)
+            self.errors[spec.name] = "disconnected; reconnecting"
+            self._kernel.log.warning("gateway_disconnected", platform=spec.name)
+            reconnect = True
+
+    def _note_state(self, spec: PlatformSpec, adapter: BasePlatformAdapter) -> None:
+        if adapter.is_connected:
+            self.errors.pop(spec.name, None)
+        else:
+            self.errors.setdefault(spec.name, "disconnected; the adapter is reconnecting")
+
+    async def _connect_once(self, spec: PlatformSpec, adapter: BasePlatformAdapter, reconnect: bool) -> bool:
+        kernel = self._kernel
+        retrying = tenacity.AsyncRetrying(
+            wait=tenacity.wait_exponential(multiplier=BACKOFF_FIRST, max=BACKOFF_MAX),
+            retry=tenacity.retry_if_exception_type(Exception),
+            before_sleep=lambda state: kernel.log.warning(
+                "gateway_connect_retry",
+                platform=spec.name,
+                attempt=state.attempt_number,
+                error=self.errors.get(spec.name),
+            ),
+        )
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    try:
+                        again = reconnect or attempt.retry_state.attempt_number > 1
+                        ok = await asyncio.wait_for(_call_connect(adapter, again), CONNECT_TIMEOUT)
+                    except Exception as exc:
+                        self.errors[spec.name] = f"connect failed: {type(exc).__name__}: {exc}"
+                        raise
+                    if not ok:
+                        why = getattr(adapter, "last_error", None)
+                        self.errors[spec.name] = "connect() returned False" + (f": {why}" if why else "")
+                        raise GatewayError(self.errors[spec.name])
+        except asyncio.CancelledError:
+            return False
+        self.errors.pop(spec.name, None)
+        if not adapter.is_connected:
+            adapter._mark_connected()  # it said it connected
+        kernel.log.info("gateway_connected", platform=spec.name)
+        return True
+
+    async def _shutdown(self) -> None:
+        kernel = self._kernel
+        if self._inflight:
+            # Let the turns in progress finish (and answer) before their sessions close.
+            await asyncio.wait(set(self._inflight), timeout=DRAIN_TIMEOUT)
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        for name, adapter in list(self.adapters.items()):
+            try:
+                await asyncio.wait_for(adapter.disconnect(), timeout=10)
+            except Exception as exc:
+                kernel.log.warning(
+                    "gateway_disconnect_failed", platform=name, error=f"{type(exc).__name__}: {exc}"
+                )
+        for key, session in list(self.sessions.items()):
+            await asyncio.to_thread(session.close, "gateway_shutdown")
+            del self.sessions[key]
+        self.adapters.clear()
+        kernel.log.info("gateway_stopped")
+
+    # -- one message ----------------------------------------------------------------------
+
+    async def handle(self, spec: PlatformSpec, adapter: BasePlatformAdapter, event: MessageEvent) -> None:
+        """Answer one incoming message (see the module docstring); never raises for a plugin's failure."""
+        kernel = self._kernel
+        chat = event.chat_id
+        if chat is None:
+            kernel.log.warning("gateway_message_without_chat", platform=spec.name)
+            return
+        text = event.text
+        for decision in await kernel.ainvoke_hook(
+            "pre_gateway_dispatch", event=event, gateway=self, session_store=self.sessions
+        ):
+            action = decision.get("action") if isinstance(decision, dict) else None
+            if action == "skip":
+                kernel.log.info("gateway_message_skipped", platform=spec.name, reason=decision.get("reason"))
+                return
+            if action == "rewrite" and isinstance(decision.get("text"), str):
+                text = decision["text"]
+                break
+            if action == "allow":
+                break
+        key = (spec.name, str(chat))
+        lock = self._session_locks.setdefault(key, asyncio.Lock())
+        task = asyncio.current_task()
+        if task is not None:
+            self._inflight.add(task)
+            task.add_done_callback(self._inflight.discard)
+        async with lock:  # one turn at a time per chat
+            session = self._session(spec, event, key)
+            user = event.source.user_id if event.source is not None else None
+            command = text.strip().split(maxsplit=1)[0].lower() if text.lstrip().startswith("/") else ""
+            if command in ("/new", "/reset"):
+                await asyncio.to_thread(session.reset, command.lstrip("/"))
+                reply = "Started a new conversation."
+            elif command:
+                reply = await kernel.commands.arun(
+                    text.strip(), session_id=session.session_id, platform=spec.name, user_id=user
+                )
+            else:
+                try:
+                    result = await asyncio.to_thread(session.run, text)
+                    reply = result.reply
+                except Exception as exc:
+                    kernel.log.warning(
+                        "gateway_turn_failed", platform=spec.name, error=f"{type(exc).__name__}: {exc}"
+                    )
+                    reply = f"Sorry, that failed: {exc}"
+        if reply:
+            await self.send(adapter, str(chat), reply, reply_to=event.message_id)
+
+    def _session(self, spec: PlatformSpec, event: MessageEvent, key: tuple[str, str]) -> AgentSession:
+        from ..agent import DEFAULT_SYSTEM_PROMPT, AgentSession
+
+        session = self.sessions.get(key)
+        if session is None or session.closed:
+            kernel = self._kernel
+            base = str(section(kernel.config, "agent", "system_prompt") or DEFAULT_SYSTEM_PROMPT)
+            prompt = f"{base}\n\n{spec.platform_hint}" if spec.platform_hint else base
+            user = event.source.user_id if event.source is not None else None
+            session = AgentSession(kernel, platform=spec.name, system_prompt=prompt, sender_id=user)
+            self.sessions[key] = session
+        return session
+
+    async def send(
+        self, adapter: BasePlatformAdapter, chat_id: str, text: str, reply_to: str | None = None
+    ) -> list[SendResult]:
+        """Send ``text`` in pieces of at most the adapter's ``max_message_length``."""
+        results = []
+        for piece in split_message(text, adapter.max_message_length):
+            try:
+                result = await _call_send(adapter, chat_id, piece, reply_to)
+            except Exception as exc:
+                error = f"{type(exc).__name__}: {exc}"
+                self._kernel.log.warning("gateway_send_failed", platform=adapter.name, error=error)
+                result = SendResult(success=False, error=error)
+            results.append(result)
+        return results
+
+    # -- delivery to a home channel ----------------------------------------------------------
+
+    def home_channel(self, spec: PlatformSpec, config: PlatformConfig | None = None) -> str | None:
+        """Where deliveries go: ``$<cron_deliver_env_var>``, else the platform's ``home_channel``."""
+        if spec.cron_deliver_env_var and os.environ.get(spec.cron_deliver_env_var):
+            return os.environ[spec.cron_deliver_env_var]
+        return config.home_channel if config is not None else None
+
+    def deliver(self, platform: str, text: str, *, timeout: float = 60.0) -> list[SendResult]:
+        """Send ``text`` to the home channel of ``platform``.
+
+        Uses the running gateway's adapter when there is one (from any
+        thread); otherwise connects an adapter for the delivery and
+        disconnects it afterwards.  Raises :class:`GatewayError` when the
+        platform is unknown, not enabled or has no home channel.
+        """
+        spec, config, chat = self._delivery(platform)
+        adapter = self.adapters.get(platform)
+        loop = self._loop
+        if adapter is not None and loop is not None and loop.is_running():
+            if _running_loop() is loop:
+                raise GatewayError(
+                    "deliver() would block the gateway's own loop: use await k.gateway.adeliver()"
+                )
+            future = asyncio.run_coroutine_threadsafe(self.send(adapter, chat, text), loop)
+            return future.result(timeout)
+        if _running_loop() is not None:
+            raise GatewayError("deliver() cannot run inside an event loop: use await k.gateway.adeliver()")
+        return asyncio.run(self._deliver_once(spec, config, chat, text))
+
+    async def adeliver(self, platform: str, text: str) -> list[SendResult]:
+        """As :meth:`deliver`, from a coroutine (on the gateway's loop, or any other)."""
+        spec, config, chat = self._delivery(platform)
+        adapter = self.adapters.get(platform)
+        if adapter is not None and self._loop is asyncio.get_running_loop():
+            return await self.send(adapter, chat, text)
+        if adapter is not None and self._loop is not None and self._loop.is_running():
+            future = asyncio.run_coroutine_threadsafe(self.send(adapter, chat, text), self._loop)
+            return await asyncio.wrap_future(future)
+        return await self._deliver_once(spec, config, chat, text)
+
+    def _delivery(self, platform: str) -> tuple[PlatformSpec, PlatformConfig, str]:
+        """The platform, its config and its home channel; :class:`GatewayError` saying what is missing."""
+        spec = self._kernel.platforms.get(platform)
+        config, _source, reason = self.platform_config(spec)
+        if config is None:
+            raise GatewayError(f"platform '{platform}' cannot deliver: {reason}")
+        chat = self.home_channel(spec, config)
+        if not chat:
+            where = f"${spec.cron_deliver_env_var} or " if spec.cron_deliver_env_var else ""
+            raise GatewayError(
+                f"platform '{platform}' has no home channel: "
+                f"set {where}gateway.platforms.{platform}.home_channel"
+            )
+        return spec, config, chat
+
+    async def _deliver_once(
+        self, spec: PlatformSpec, config: PlatformConfig, chat: str, text: str
+    ) -> list[SendResult]:
+        adapter = self.make_adapter(spec, config)
+        if not await _call_connect(adapter, False):
+            raise GatewayError(f"platform '{spec.name}': connect() returned False")
+        try:
+            return await self.send(adapter, chat, text)
+        finally:
+            await adapter.disconnect()
+
+
+def _watched(adapter: BasePlatformAdapter) -> bool:
+    """Whether the gateway reconnects this adapter when it drops (not when it does so itself)."""
+    return not getattr(adapter, "reconnects_itself", False)
+
+
+def split_message(text: str, limit: int) -> list[str]:
+    """``text`` in pieces of at most ``limit`` characters, cut at line ends, then spaces, when possible."""
+    text = text.strip()
+    if limit <= 0 or len(text) <= limit:
+        return [text] if text else []
+    pieces = []
+    while len(text) > limit:
+        cut = text.rfind("\n", 0, limit + 1)
+        if cut <= 0:
+            cut = text.rfind(" ", 0, limit + 1)
+        if cut <= 0:
+            cut = limit
+        pieces.append(text[:cut].rstrip())
+        # Drop the line break or space cut at, keep the next line's indentation.
+        text = text[cut:]
+        text = text[1:] if text[:1] == "\n" else text.lstrip(" ")
+    if text:
+        pieces.append(text)
+    return [p for p in pieces if p]
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+async def _call_connect(adapter: BasePlatformAdapter, is_reconnect: bool) -> bool:
+    """``adapter.connect()``, passing ``is_reconnect`` only to adapters that take it (the seed's does not)."""
+    params = inspect.signature(adapter.connect).parameters
+    takes = "is_reconnect" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+    result = adapter.connect(is_reconnect=is_reconnect) if takes else adapter.connect()
+    if inspect.isawaitable(result):
+        result = await result
+    return result is not False
+
+
+async def _call_send(
+    adapter: BasePlatformAdapter, chat_id: str, text: str, reply_to: str | None
+) -> SendResult:
+    """``adapter.send(chat_id, text)``, with ``reply_to`` only for adapters that take it."""
+    params = inspect.signature(adapter.send).parameters
+    takes = "reply_to" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+    result = adapter.send(chat_id, text, reply_to=reply_to) if takes else adapter.send(chat_id, text)
+    if inspect.isawaitable(result):
+        result = await result
+    if isinstance(result, SendResult):
+        return result
+    return SendResult(success=result is not False, raw_response=result)
