@@ -73,6 +73,14 @@ class MiddlewareRegistry:
         self._items: list[Middleware] = []
         self._seq = 0
         self._lock = threading.Lock()
+        # The live middleware of each kind in call order, rebuilt on change (read on every tool call).
+        self._chains: dict[str, tuple[Middleware, ...]] = {}
+
+    def _rebuild(self) -> None:
+        live = sorted(
+            (m for m in self._items if m.error is None), key=lambda m: (plugin_order(m.plugin), m.seq)
+        )
+        self._chains = {kind: tuple(m for m in live if m.kind == kind) for kind in KINDS}
 
     def add(self, plugin: str, kind: str, fn: Callable[..., Any]) -> Middleware:
         if kind not in KINDS:
@@ -83,22 +91,23 @@ class MiddlewareRegistry:
             self._seq += 1
             item = Middleware(plugin, kind, fn, adapt_hermes_callback(fn), self._seq)
             self._items.append(item)
+            self._rebuild()
         return item
 
     def remove(self, item: Middleware) -> None:
         with self._lock:
             if item in self._items:
                 self._items.remove(item)
+                self._rebuild()
 
     def remove_plugin(self, plugin: str) -> None:
         with self._lock:
             self._items = [m for m in self._items if m.plugin != plugin]
+            self._rebuild()
 
     def of(self, kind: str) -> list[Middleware]:
         """The live middleware of ``kind`` in call order (outermost first)."""
-        with self._lock:
-            live = [m for m in self._items if m.kind == kind and m.error is None]
-        return sorted(live, key=lambda m: (plugin_order(m.plugin), m.seq))
+        return list(self._chains.get(kind, ()))
 
     def all(self) -> list[Middleware]:
         with self._lock:
@@ -111,7 +120,7 @@ class MiddlewareRegistry:
         not the middleware's failure); a middleware's own raises
         :class:`MiddlewareError`.
         """
-        items = self.of(kind)
+        items = self._chains.get(kind)
         if not items:
             return inner
 
@@ -160,7 +169,9 @@ class MiddlewareRegistry:
         except BaseException as exc:
             if not isinstance(exc, CONTAINED):
                 raise
-            item.error = f"{type(exc).__name__}: {exc}"
+            with self._lock:
+                item.error = f"{type(exc).__name__}: {exc}"
+                self._rebuild()
             self._kernel.log.warning(
                 "middleware_failed",
                 plugin=item.plugin,

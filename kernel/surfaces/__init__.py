@@ -12,6 +12,8 @@ is configured.
 from __future__ import annotations
 
 import importlib
+import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -26,9 +28,25 @@ class SurfaceError(Exception):
     """A surface that cannot be set up; the message is shown as is (it names the file and the fix)."""
 
 
+# Whether each surface is declared at all: checked before its module is imported, so that
+# a kernel without them pays nothing at start-up.
+DECLARED: dict[str, Callable[[Kernel], bool]] = {
+    "event_hooks": lambda k: (k.home / "hooks").is_dir(),
+    "shell_hooks": lambda k: k.config.get("hooks") is not None,
+    "speech": lambda k: (
+        k.config.get("tts") is not None
+        or k.config.get("stt") is not None
+        or bool(os.environ.get("HERMES_LOCAL_STT_COMMAND"))
+    ),
+    "mcp": lambda k: k.config.get("mcp_servers") is not None,
+}
+
+
 def load_all(kernel: Kernel) -> None:
-    """Load every configured surface; a broken one is reported, never raised."""
+    """Load every declared surface; a broken one is reported, never raised."""
     for name in MODULES:
+        if not DECLARED[name](kernel):
+            continue
         module = importlib.import_module(f"{__name__}.{name}")
         try:
             module.load(kernel)
