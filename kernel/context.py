@@ -316,7 +316,7 @@ class PluginContext:
         ``PlatformConfig``.  Keywords the kernel does not know are kept in the
         platform's ``extra``.  A taken name raises ``ValueError``.
         """
-        from .gateway.runner import PlatformSpec
+        from .gateway.registry import PlatformSpec
 
         if not isinstance(name, str) or not name.strip():
             raise ValueError(f"register_platform: the name must be a non-empty string, not {name!r}")

@@ -28,7 +28,7 @@ from .context import PluginContext
 from .decisions import ApprovalRequest, Approver, Verdict, merge_decisions, parse_decision, terminal_approver
 from .discovery import Candidate, bundled_root, merge_sources, scan_entry_points, scan_root
 from .events import EventBus
-from .gateway.runner import Gateway, PlatformRegistry
+from .gateway.registry import PlatformRegistry
 from .hooks import (
     CONTAINED,
     NORMAL,
@@ -51,6 +51,7 @@ from .slots import SLOTS, SlotError, SlotRegistry, conform
 from .tools import ToolRegistrationError, ToolRegistry
 
 if TYPE_CHECKING:
+    from .gateway.runner import Gateway
     from .surfaces.speech import Speech
 
 __version__ = "0.1.0"
@@ -395,6 +396,8 @@ class Kernel:
     def gateway(self) -> Gateway:
         """The gateway that runs the platform adapters plugins registered (``hermes-kernel gateway run``)."""
         if self._gateway is None:
+            from .gateway.runner import Gateway
+
             self._gateway = Gateway(self)
         return self._gateway
 

@@ -25,9 +25,8 @@ from __future__ import annotations
 import asyncio
 import inspect
 import os
-import threading
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import tenacity
@@ -36,6 +35,7 @@ from ..config import section
 from ..hooks import CONTAINED
 from .base import BasePlatformAdapter, MessageEvent, SendResult
 from .config import Platform, PlatformConfig
+from .registry import GatewayError, PlatformSpec
 
 if TYPE_CHECKING:
     from ..agent import AgentSession
@@ -46,27 +46,6 @@ BACKOFF_MAX = 60.0
 WATCH_INTERVAL = 1.0  # how often a connected adapter's is_connected is checked
 CONNECT_TIMEOUT = 60.0  # a connect() that takes longer counts as failed (and is retried)
 DRAIN_TIMEOUT = 30.0  # how long shutdown waits for the turns in progress
-
-
-class GatewayError(Exception):
-    """A platform that cannot be used (unknown, not enabled, no home channel...)."""
-
-
-@dataclass
-class PlatformSpec:
-    """One platform a plugin registered with ``ctx.register_platform``."""
-
-    name: str
-    label: str
-    adapter_factory: Callable[[PlatformConfig], Any]
-    check_fn: Callable[[], Any] | None
-    plugin: str
-    required_env: tuple[str, ...] = ()
-    env_enablement_fn: Callable[[], Any] | None = None
-    cron_deliver_env_var: str | None = None
-    emoji: str = ""
-    platform_hint: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -84,48 +63,6 @@ class PlatformStatus:
 
     def to_dict(self) -> dict[str, Any]:
         return dict(vars(self))
-
-
-class PlatformRegistry:
-    """``k.platforms``: the platforms plugins registered, by name."""
-
-    def __init__(self) -> None:
-        self._specs: dict[str, PlatformSpec] = {}
-        self._lock = threading.Lock()
-
-    def add(self, spec: PlatformSpec) -> None:
-        with self._lock:
-            taken = self._specs.get(spec.name)
-            if taken is not None:
-                raise ValueError(
-                    f"platform '{spec.name}' of plugin '{spec.plugin}' was refused: "
-                    f"plugin '{taken.plugin}' already registered it"
-                )
-            self._specs[spec.name] = spec
-
-    def remove(self, name: str) -> None:
-        with self._lock:
-            self._specs.pop(name, None)
-
-    def remove_plugin(self, plugin: str) -> None:
-        with self._lock:
-            for name in [n for n, s in self._specs.items() if s.plugin == plugin]:
-                del self._specs[name]
-
-    def get(self, name: str) -> PlatformSpec:
-        with self._lock:
-            spec = self._specs.get(name)
-        if spec is None:
-            known = ", ".join(sorted(self._specs)) or "none"
-            raise GatewayError(f"no platform named '{name}' (registered: {known})")
-        return spec
-
-    def all(self) -> list[PlatformSpec]:
-        with self._lock:
-            return [self._specs[n] for n in sorted(self._specs)]
-
-    def __len__(self) -> int:
-        return len(self._specs)
 
 
 class Gateway:
