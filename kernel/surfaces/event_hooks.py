@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 MANIFEST = "HOOK.yaml"
 HANDLER = "handler.py"
 
-# The events the kernel (and, later, the gateway) emits.  ``command:<name>``
+# The events the kernel and its gateway emit.  ``command:<name>``
 # and ``<prefix>:*`` are open-ended; other names are kept with a warning.
 KNOWN_EVENTS = (
     "gateway:startup",
