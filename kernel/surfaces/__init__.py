@@ -11,8 +11,11 @@ is configured.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
+import signal
+import subprocess
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -53,3 +56,20 @@ def load_all(kernel: Kernel) -> None:
         except Exception as exc:  # a bug in a surface loader must not stop the kernel
             error = f"{type(exc).__name__}: {exc}"
             kernel._config_problem(f"{name.replace('_', ' ')}: could not be loaded: {error}")
+
+
+def end_process_group(proc: subprocess.Popen[bytes], grace: float = 0.0) -> None:
+    """Stop a command started with ``start_new_session=True`` and everything it started.
+
+    With ``grace``, the group gets SIGTERM and that many seconds to finish;
+    then SIGKILL for whatever is left (children that ignored SIGTERM or
+    outlived their parent).  Waits for the command itself.
+    """
+    if grace > 0:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(grace)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()

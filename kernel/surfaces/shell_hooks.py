@@ -30,7 +30,6 @@ import math
 import os
 import re
 import shlex
-import signal
 import subprocess
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -39,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from ..decisions import parse_decision
 from ..hooks import CONFIGURED
 from ..hookspecs import SLOT_HOOKS
+from . import end_process_group
 
 if TYPE_CHECKING:
     from ..kernel import Kernel
@@ -123,12 +123,12 @@ class ShellHook:
         try:
             out, err = proc.communicate(data, timeout=self.timeout)
         except subprocess.TimeoutExpired:
-            _kill_group(proc)
+            end_process_group(proc)
             out, err = _drain(proc)
             run.timed_out = True
             run.error = f"timed out after {self.timeout:g} s (its process group was killed)"
         except BaseException:  # KeyboardInterrupt and the like: leave nothing running
-            _kill_group(proc)
+            end_process_group(proc)
             raise
         run.exit_code = proc.returncode
         run.stdout = out.decode("utf-8", "replace")
@@ -307,16 +307,6 @@ def _parse_json(text: str) -> tuple[Any, str | None]:
 
 
 # --------------------------------------------------------------------------- processes
-
-
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    """Kill the hook's whole process group (it is the leader of its own session)."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    except AttributeError:  # pragma: no cover - no process groups on this platform
-        proc.kill()
 
 
 def _drain(proc: subprocess.Popen[bytes]) -> tuple[bytes, bytes]:

@@ -27,7 +27,6 @@ How a command runs (the full story is in ``docs/speech.md``):
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 import json
 import math
@@ -35,7 +34,6 @@ import os
 import re
 import shlex
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -46,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import read_dotenv, section
 from ..log import SECRET_KEY
+from . import end_process_group
 
 if TYPE_CHECKING:
     from ..context import PluginContext
@@ -771,17 +770,6 @@ def _child_environment(passthrough: frozenset[str], extra: Mapping[str, str]) ->
     return env
 
 
-def _end_group(proc: subprocess.Popen[bytes]) -> None:
-    """Stop a command's whole process group: SIGTERM, a short grace, then SIGKILL."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGTERM)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(KILL_GRACE)
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)  # children that ignored SIGTERM, or outlived the shell
-    proc.wait()
-
-
 @dataclass
 class _Ran:
     returncode: int
@@ -1157,7 +1145,7 @@ class Speech:
             try:
                 returncode = proc.wait(provider.timeout)
             except subprocess.TimeoutExpired:
-                _end_group(proc)
+                end_process_group(proc, KILL_GRACE)
                 tail = mask_secrets(_tail(stderr))
                 message = mask_secrets(
                     f"{provider.label}: the command `{_shorten(template.text, 200)}` timed out after "
@@ -1171,7 +1159,7 @@ class Speech:
                     message, provider=provider.name, command=template.text, stderr=tail, timed_out=True
                 ) from None
             except BaseException:
-                _end_group(proc)
+                end_process_group(proc, KILL_GRACE)
                 raise
         return _Ran(returncode, mask_secrets(_tail(stderr)), time.monotonic() - started)
 
