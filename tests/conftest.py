@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import textwrap
 import types
@@ -145,3 +146,34 @@ def cli_env(home: Path, **extra: str) -> dict[str, str]:
 
 
 CLI = [sys.executable, "-m", "kernel"]
+
+
+def source_tree(root: Path) -> list[str]:
+    """The files under ``root`` (no bytecode), to show an install left a source folder unchanged."""
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if "__pycache__" not in p.parts)
+
+
+def pip_install_fixture(source: Path, target: Path) -> dict[str, Any]:
+    """pip-install the distribution at ``source`` into ``target`` offline (no deps, index or build isolation).
+
+    Returns ``{"target", "before", "after"}``: the target and the source tree before and after.
+    """
+    before = source_tree(source)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    env.update(PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_INPUT="1")
+    command = [sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--no-build-isolation"]
+    proc = subprocess.run(
+        [*command, "--no-cache-dir", "--target", str(target), str(source)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return {"target": target, "before": before, "after": source_tree(source)}
+
+
+def evict_package(package: str) -> None:
+    """Forget ``package`` and its submodules, so that the next import runs them again."""
+    for name in [n for n in sys.modules if n == package or n.startswith(package + ".")]:
+        del sys.modules[name]

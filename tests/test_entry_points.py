@@ -5,14 +5,21 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from conftest import CLI, REPO, cli_env, run_json, write_plugin
+from conftest import (
+    CLI,
+    REPO,
+    cli_env,
+    evict_package,
+    pip_install_fixture,
+    run_json,
+    write_plugin,
+)
 
 from kernel import Kernel
 
@@ -53,43 +60,14 @@ def dir_plugin(root: Path, name: str, tools: tuple[str, ...] = ()) -> Path:
     return write_plugin(root, name, code, manifest=manifest)
 
 
-def _tree(root: Path) -> list[str]:
-    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if "__pycache__" not in p.parts)
-
-
 def _evict_fixture_modules() -> None:
-    for name in [n for n in sys.modules if n == PACKAGE or n.startswith(PACKAGE + ".")]:
-        del sys.modules[name]
+    evict_package(PACKAGE)
 
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     """pip-install the fixture distribution once into a private target directory (no network)."""
-    before = _tree(FIXTURE)
-    target = tmp_path_factory.mktemp("ep-site")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
-    env.update(PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_INPUT="1")
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "--no-deps",
-            "--no-index",
-            "--no-build-isolation",
-            "--no-cache-dir",
-            "--target",
-            str(target),
-            str(FIXTURE),
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return {"target": target, "before": before, "after": _tree(FIXTURE)}
+    return pip_install_fixture(FIXTURE, tmp_path_factory.mktemp("ep-site"))
 
 
 @pytest.fixture

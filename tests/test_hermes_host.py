@@ -12,7 +12,6 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -23,7 +22,16 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import CLI, REPO, agent_log, cli_env, run_json, write_plugin
+from conftest import (
+    CLI,
+    REPO,
+    agent_log,
+    cli_env,
+    evict_package,
+    pip_install_fixture,
+    run_json,
+    write_plugin,
+)
 from local_server import LocalServer, Reply, Seen
 
 from kernel import Kernel
@@ -76,43 +84,14 @@ Kit = Callable[..., Kernel]
 # ---------------------------------------------------------------------------------------------------
 
 
-def _tree(root: Path) -> list[str]:
-    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if "__pycache__" not in p.parts)
-
-
 def _evict_fixture_modules() -> None:
-    for name in [n for n in sys.modules if n == PACKAGE or n.startswith(PACKAGE + ".")]:
-        del sys.modules[name]
+    evict_package(PACKAGE)
 
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """pip-install the fixture distribution once into a private target directory (no network)."""
-    before = _tree(FIXTURE)
-    target = tmp_path_factory.mktemp("hermes-groups-site")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
-    env.update(PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_INPUT="1")
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "--no-deps",
-            "--no-index",
-            "--no-build-isolation",
-            "--no-cache-dir",
-            "--target",
-            str(target),
-            str(FIXTURE),
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return {"target": target, "before": before, "after": _tree(FIXTURE)}
+    return pip_install_fixture(FIXTURE, tmp_path_factory.mktemp("hermes-groups-site"))
 
 
 @pytest.fixture

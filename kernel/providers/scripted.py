@@ -32,8 +32,7 @@ from typing import Any
 
 import yaml
 
-from ..middleware import acall_model, call_model
-from .transport import ApiCall, ChatResult, ProviderError, ToolCall, Usage, afire, fire
+from .transport import ApiCall, ChatResult, MiddlewareCalls, ProviderError, ToolCall, Usage, afire, fire
 
 __all__ = ["ScriptedTransport"]
 
@@ -41,7 +40,7 @@ _TURN_KEYS = {"text", "tool_calls"}
 _CALL_KEYS = {"name", "arguments", "id"}
 
 
-class ScriptedTransport:
+class ScriptedTransport(MiddlewareCalls):
     """Replays the turns of ``script_path``; thread-safe (each call takes the next turn)."""
 
     api_mode = "scripted"
@@ -266,14 +265,6 @@ class ScriptedTransport:
             api_mode=self.api_mode,
             request=request,
         )
-
-    def complete(self, messages: Sequence[Mapping[str, Any]], **kwargs: Any) -> ChatResult:
-        """Ask the model, through the kernel's ``llm_request`` / ``llm_execution`` middleware."""
-        return call_model(self.hooks, self._complete, messages, kwargs)
-
-    async def acomplete(self, messages: Sequence[Mapping[str, Any]], **kwargs: Any) -> ChatResult:
-        """As :meth:`complete`, awaiting the model."""
-        return await acall_model(self.hooks, self._acomplete, messages, kwargs)
 
     def _complete(
         self,

@@ -311,7 +311,22 @@ async def afire(hooks: Any, event: tuple[str, dict[str, Any]]) -> None:
 # --------------------------------------------------------------------------
 
 
-class ChatCompletionsTransport:
+class MiddlewareCalls:
+    """``complete`` / ``acomplete`` of a transport: its ``_complete`` / ``_acomplete`` through the
+    kernel's ``llm_request`` / ``llm_execution`` middleware (``hooks`` is the kernel)."""
+
+    hooks: Any
+
+    def complete(self, messages: Sequence[Mapping[str, Any]], **kwargs: Any) -> ChatResult:
+        """Ask the model, through the kernel's ``llm_request`` / ``llm_execution`` middleware."""
+        return call_model(self.hooks, self._complete, messages, kwargs)
+
+    async def acomplete(self, messages: Sequence[Mapping[str, Any]], **kwargs: Any) -> ChatResult:
+        """As :meth:`complete`, awaiting the model."""
+        return await acall_model(self.hooks, self._acomplete, messages, kwargs)
+
+
+class ChatCompletionsTransport(MiddlewareCalls):
     """OpenAI-compatible ``POST {base_url}/chat/completions`` for one profile and model.
 
     Thread-safe: the sync client is shared (httpx's is); ``acomplete`` makes an
@@ -440,14 +455,6 @@ class ChatCompletionsTransport:
         return body
 
     # -- sync ---------------------------------------------------------------------------
-
-    def complete(self, messages: Sequence[Mapping[str, Any]], **kwargs: Any) -> ChatResult:
-        """Ask the model, through the kernel's ``llm_request`` / ``llm_execution`` middleware."""
-        return call_model(self.hooks, self._complete, messages, kwargs)
-
-    async def acomplete(self, messages: Sequence[Mapping[str, Any]], **kwargs: Any) -> ChatResult:
-        """As :meth:`complete`, awaiting the model."""
-        return await acall_model(self.hooks, self._acomplete, messages, kwargs)
 
     def _complete(
         self,
