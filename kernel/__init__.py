@@ -16,6 +16,7 @@ from .hooks import Callback
 from .kernel import Kernel, PluginError, PluginInfo, __version__, merge_context
 from .manifest import EnvVar, Manifest, ManifestError
 from .markers import hookimpl, hookspec
+from .plugin_manager import KernelPluginManager, PluginHandle
 from .slots import Provider, SlotError
 from .tools import Tool, ToolRegistrationError
 
@@ -24,10 +25,12 @@ __all__ = [
     "Callback",
     "EnvVar",
     "Kernel",
+    "KernelPluginManager",
     "Manifest",
     "ManifestError",
     "PluginContext",
     "PluginError",
+    "PluginHandle",
     "PluginInfo",
     "Provider",
     "SlotError",

@@ -207,16 +207,17 @@ class AgentSession:
             assistant_response=reply,
             conversation_history=copy.deepcopy(self.messages),
         )
-        for replacement in k.invoke_hook(
+        replacement = k._first_text(
             "transform_llm_output",
-            response_text=reply,
-            session_id=self.session_id,
-            model=model,
-            platform=self.platform,
-        ):
-            if isinstance(replacement, str) and replacement:
-                reply = replacement
-                break
+            {
+                "response_text": reply,
+                "session_id": self.session_id,
+                "model": model,
+                "platform": self.platform,
+            },
+        )
+        if replacement is not None:
+            reply = replacement
         result.reply = reply
         memory = self._memory()
         if memory is not None:

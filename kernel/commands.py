@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .hooks import CONTAINED
+from .hooks import describe, propagates
 
 if TYPE_CHECKING:
     from .kernel import Kernel
@@ -188,10 +188,10 @@ class CommandRegistry:
         return command.handler
 
     def _failed(self, command: Command, exc: BaseException) -> str:
-        if not isinstance(exc, CONTAINED):
+        if propagates(exc):
             raise exc
         owner = f"plugin '{command.plugin}'" if command.plugin else "the host"
-        detail = f"{type(exc).__name__}: {exc}".rstrip(": ")
+        detail = describe(exc)
         self._kernel.log.warning("command_failed", command=command.name, plugin=command.plugin, error=detail)
         return f"/{command.name} failed ({owner}): {' '.join(detail.split())}"
 

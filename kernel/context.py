@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 from .commands import CLI_BUILTINS, CliCommand, CommandRefused, normalize_command_name
 from .config import profile_name
-from .hooks import NORMAL, adapt_hermes_callback
+from .hooks import NORMAL
 from .llm import PluginLlm
 from .manifest import Manifest
+from .plugin_manager import PluginError
 from .settings import get_setting, write_setting
 from .tools import ToolConflict
 
@@ -129,7 +130,8 @@ class PluginContext:
         if not callable(callback):
             raise TypeError(f"register_hook({name!r}): the callback must be callable, not {callback!r}")
         kernel, record = self._kernel, self._record
-        if name not in kernel.hook_names:
+        caller = getattr(kernel.pm.hook, name, None)
+        if caller is None or not caller.has_spec():
             close = difflib.get_close_matches(name, kernel.hook_names, n=1)
             hint = f"; did you mean '{close[0]}'?" if close else ""
             warning = (
@@ -141,9 +143,22 @@ class PluginContext:
             )
         self._add_hook(name, callback)
 
+    def add_hookspecs(self, module_or_class: Any) -> None:
+        """Declare hooks of this plugin's own: functions marked with ``kernel.hookspec``.
+
+        As pytest's ``pytest_addhooks``: afterwards ``ctx.register_hook`` (and
+        ``@hookimpl`` functions of any plugin) implement them, and the host
+        calls them with ``k.invoke_hook``, ``k.ainvoke_hook`` or
+        ``k.pm.hook.<name>``.  ``ValueError`` when it declares none.
+        """
+        # An impl of another plugin that does not fit is disabled, not this plugin's failure.
+        self._kernel.pm.add_hookspecs_for(module_or_class, strict=False)
+
     def _add_hook(self, name: str, callback: Callable[..., Any], tier: int = NORMAL) -> None:
         kernel, record = self._kernel, self._record
-        cb = kernel._hooks.add(record.name, name, callback, adapt_hermes_callback(callback), tier=tier)
+        if record.obj is None:
+            raise PluginError(f"plugin '{record.name}' is not registered with the kernel any more")
+        cb = kernel._hooks.add(record.obj, record.name, name, callback, tier=tier)
         record.callbacks.append(cb)
         self._undo.append(lambda: kernel._hooks.remove(cb))
         self._undo.append(lambda: record.callbacks.remove(cb))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -33,16 +34,22 @@ class Verdict:
     approvals: list[tuple[str, str, str | None]] = field(default_factory=list)
 
 
-def parse_decision(value: Any) -> tuple[str, Any] | None:
-    """One callback's answer as ``(kind, payload)``; ``None`` for no opinion.
+class MalformedDecision(ValueError):
+    """An answer that is neither no opinion nor a recognised decision."""
 
-    Raises ``ValueError`` for an answer that is neither no opinion nor a
-    recognised decision (the kernel logs it and treats it as no opinion).
+
+def parse_decision(value: Any) -> tuple[str, Any] | None:
+    """One callback's answer as ``(kind, payload)`` of plain values; ``None`` for no opinion.
+
+    Raises :class:`MalformedDecision` for an answer that is neither no opinion
+    nor a recognised decision (the kernel logs it and treats it as no
+    opinion).  Anything else raised while reading a hostile answer (a raising
+    ``__eq__``, arguments that cannot be copied) is the callback's failure.
     """
     if value is None:
         return None
-    if not isinstance(value, dict):
-        raise ValueError(f"expected a dict or None, got {type(value).__name__}")
+    if not issubclass(type(value), dict):
+        raise MalformedDecision(f"expected a dict or None, got {type(value).__name__}")
     if "action" in value:
         action = value["action"]
     else:
@@ -55,20 +62,20 @@ def parse_decision(value: Any) -> tuple[str, Any] | None:
     if action == "block":
         message = value.get("message", value.get("reason", ""))
         if not isinstance(message, str):
-            raise ValueError("a block's message must be a string")
-        return "block", message
+            raise MalformedDecision("a block's message must be a string")
+        return "block", str.__str__(message)
     if action == "approve":
         message = value.get("message", value.get("reason", ""))
         rule_key = value.get("rule_key")
         if not isinstance(message, str) or (rule_key is not None and not isinstance(rule_key, str)):
-            raise ValueError("an approve's message and rule_key must be strings")
-        return "approve", (message, rule_key)
+            raise MalformedDecision("an approve's message and rule_key must be strings")
+        return "approve", (str.__str__(message), None if rule_key is None else str.__str__(rule_key))
     if action == "modify":
         args = value.get("args", value.get("tool_input"))
         if not isinstance(args, dict):
-            raise ValueError("a modify needs 'args' (or 'tool_input') as a dict")
-        return "modify", args
-    raise ValueError(f"unknown action {action!r} (use block, approve or modify)")
+            raise MalformedDecision("a modify needs 'args' (or 'tool_input') as a dict")
+        return "modify", copy.deepcopy(dict(args))
+    raise MalformedDecision(f"unknown action {action!r} (use block, approve or modify)")
 
 
 def merge_decisions(args: dict[str, Any], decisions: Iterable[tuple[str, tuple[str, Any]]]) -> Verdict:

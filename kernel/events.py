@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import blinker
 
-from .hooks import CONTAINED
+from .hooks import describe, propagates
 
 if TYPE_CHECKING:
     from .kernel import Kernel
@@ -145,8 +145,8 @@ class EventBus:
         return out
 
     def _failed(self, name: str, owner: str, exc: BaseException) -> None:
-        if not isinstance(exc, CONTAINED):
+        if propagates(exc):
             raise exc
-        error = f"{type(exc).__name__}: {exc}"
+        error = describe(exc)
         self._kernel.log.warning("event_receiver_failed", event_name=name, owner=owner, error=error)
         self._kernel._note_failure(owner, f"failed on event '{name}': {error}")

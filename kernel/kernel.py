@@ -13,36 +13,52 @@ import re
 import sys
 import threading
 import types
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
-
-import pluggy
 
 from . import compat, hookspecs, state, surfaces
 from .commands import CliCommand, CommandRegistry
 from .compat import host as compat_host
 from .config import load_config, read_dotenv, resolve_home, section, truthy
 from .context import PluginContext
-from .decisions import ApprovalRequest, Approver, Verdict, merge_decisions, parse_decision, terminal_approver
-from .discovery import Candidate, bundled_root, merge_sources, scan_entry_points, scan_root
+from .decisions import (
+    ApprovalRequest,
+    Approver,
+    MalformedDecision,
+    Verdict,
+    merge_decisions,
+    parse_decision,
+    terminal_approver,
+)
+from .discovery import (
+    ENTRY_POINT_GROUPS,
+    Candidate,
+    bundled_root,
+    merge_sources,
+    scan_entry_points,
+    scan_root,
+)
 from .events import EventBus
 from .gateway.registry import PlatformRegistry
 from .hooks import (
-    CONTAINED,
-    NORMAL,
-    TRY_FIRST,
-    TRY_LAST,
     Callback,
-    HookDispatcher,
-    adapt_pluggy_impl,
+    HookEngine,
+    Request,
+    context_text,
+    describe,
+    plain_text,
     plugin_order,
+    propagates,
+    safe_text,
 )
 from .log import KernelLogging
 from .manifest import Manifest
 from .markers import PROJECT_NAME
 from .middleware import MiddlewareRegistry
+from .plugin_manager import KernelPluginManager, PluginError, PluginHandle
 from .providers.manager import SLOTS as PROVIDER_SLOTS
 from .providers.manager import ProviderManager
 from .providers.registry import SOURCE_RANK, collecting
@@ -56,14 +72,14 @@ if TYPE_CHECKING:
 
 __version__ = "0.1.0"
 
-_COROUTINE = types.CoroutineType
+# pre_llm_call results merged as they are.
+_STR = str
 
 # The owner of the kernel's own tools (``skill_view``) in the tool registry.
 BUILTIN_PLUGIN = "builtin"
 
-
-class PluginError(Exception):
-    """A plugin that an explicit :meth:`Kernel.register` call could not add."""
+# The error of a plugin whose name is blocked on k.pm.
+BLOCKED = "blocked (k.pm.set_blocked): nothing of it is loaded"
 
 
 @dataclass(frozen=True)
@@ -118,7 +134,8 @@ class _Record:
     warnings: list[str] = field(default_factory=list)
     overrides: list[str] = field(default_factory=list)
     module_name: str | None = None
-    native: Any = None
+    # The object registered for this plugin in ``k.pm`` while it is active.
+    obj: Any = None
     deferred: bool = False
     entry_point: Any = None
 
@@ -179,29 +196,6 @@ class _Record:
         )
 
 
-class _KernelPluginManager(pluggy.PluginManager):
-    """pluggy's manager, telling the kernel about every plugin added or removed.
-
-    Registering directly on ``k.pm`` is therefore the same as ``k.register``.
-    """
-
-    def __init__(self, kernel: Kernel) -> None:
-        super().__init__(PROJECT_NAME)
-        self._kernel = kernel
-
-    def register(self, plugin: object, name: str | None = None) -> str | None:
-        registered = super().register(plugin, name)
-        if registered is not None:
-            self._kernel._adopt_native(plugin, registered)
-        return registered
-
-    def unregister(self, plugin: object | None = None, name: str | None = None) -> Any:
-        removed = super().unregister(plugin, name)
-        if removed is not None:
-            self._kernel._forget_native(removed)
-        return removed
-
-
 class Kernel:
     """A plugin kernel for one agent.
 
@@ -233,8 +227,17 @@ class Kernel:
         for problem in self.problems:
             self.log.warning("config_problem", detail=problem)
 
-        self._hooks = HookDispatcher(self._on_hook_failure, timeout=self._hook_timeout())
-        self._chains = self._hooks.chains
+        self._records: dict[str, _Record] = {}
+        self._closed = False
+        self._lock = threading.RLock()
+        self.pm = KernelPluginManager(self)
+        self._hooks = HookEngine(self.pm, self._on_hook_failure, timeout=self._hook_timeout())
+        self.pm.engine = self._hooks
+        self._fast = self._hooks.fast
+        self._run_plain = self._hooks.run_plain
+        self.pm.add_hookspecs(hookspecs)
+        # Slot-hook callbacks already asked for their providers (each is asked once).
+        self._slots_asked: weakref.WeakSet[Callback] = weakref.WeakSet()
         self.tools = ToolRegistry(self)
         self.slots = SlotRegistry()
         self.commands = CommandRegistry(self)
@@ -245,16 +248,8 @@ class Kernel:
         self.middleware = MiddlewareRegistry(self)
         self.platforms = PlatformRegistry()
         self._gateway: Gateway | None = None
-        self.pm = _KernelPluginManager(self)
-        self.pm.add_hookspecs(hookspecs)
-        self.hook_names: list[str] = sorted(
-            name for name in vars(hookspecs) if self.pm.parse_hookspec_opts(hookspecs, name)
-        )
-        self._records: dict[str, _Record] = {}
         self._refused: list[_Record] = []
-        self._lock = threading.RLock()
         self._loaded = False
-        self._closed = False
         self._env_applied: dict[str, str] = {}
         self._closers: list[tuple[str, Callable[[], None]]] = []
         self._speech: Speech | None = None
@@ -428,8 +423,9 @@ class Kernel:
         """
         name = name or getattr(obj, "__name__", None) or type(obj).__name__
         with self._lock:
-            if self._closed:
-                raise PluginError(f"cannot register plugin '{name}': this kernel has been shut down")
+            self._refuse_if_closed(name)
+            if self.pm.is_blocked(name):
+                raise PluginError(f"cannot register plugin '{name}': it is blocked (k.pm.set_blocked)")
             if name in self._records:
                 raise PluginError(f"a plugin named '{name}' is already registered; choose another name")
             file = getattr(obj, "__file__", None)
@@ -452,23 +448,37 @@ class Kernel:
 
     # -- hooks -------------------------------------------------------------------
 
+    @property
+    def hook_names(self) -> list[str]:
+        """Every hook with a spec: the kernel's own and those plugins added (``ctx.add_hookspecs``)."""
+        return sorted(name for name, caller in vars(self.pm.hook).items() if caller.has_spec())
+
     def invoke_hook(self, hook_name: str, /, **kwargs: Any) -> list[Any]:
         """Call every live callback of ``hook_name`` in plugin order; return the non-None results.
 
-        A failing callback is logged and disabled; the others still run.
-        Async callbacks are run to completion.
+        The same call as ``k.pm.hook.<hook_name>(**kwargs)``: wrappers wrap it,
+        a ``firstresult`` hook stops at (and returns a list of) the first
+        result.  A failing callback is logged and disabled; the others still
+        run.  Async callbacks are run to completion (see :meth:`ainvoke_hook`).
         """
-        return self._invoke(hook_name, kwargs)
-
-    def _invoke(self, hook_name: str, kwargs: dict[str, Any]) -> list[Any]:
-        # The hot path: a loop over a precomputed chain; the guard costs
-        # nothing until a callback raises.
-        chain = self._chains.get(hook_name)
+        chain = self._fast.get(hook_name)
         if chain is None:
-            return []
-        if chain.has_async:
-            return [r for _, r in self._hooks.invoke_pairs(hook_name, kwargs)]
-        results: list[Any] = []
+            return self._hooks.invoke(hook_name, kwargs)
+        return self._run_plain(chain, kwargs)
+
+    async def ainvoke_hook(self, hook_name: str, /, **kwargs: Any) -> list[Any]:
+        """As :meth:`invoke_hook`, for async hosts: async callbacks are awaited on the caller's
+        loop, sync ones run on a worker thread so that a blocking one does not stall the loop."""
+        return await self._hooks.ainvoke(hook_name, kwargs)
+
+    def pre_llm_context(self, **kwargs: Any) -> str:
+        """Fire ``pre_llm_call`` and merge the context pieces with blank lines, in plugin order."""
+        chain = self._fast.get("pre_llm_call")
+        if chain is None:
+            request = Request(pairs=[])
+            self._hooks.invoke("pre_llm_call", kwargs, request)
+            return self._merge_pairs(request.pairs or [])
+        results: list[str] = []
         append = results.append
         for call in chain.calls:
             try:
@@ -477,28 +487,51 @@ class Kernel:
                 self._hooks.failed(chain, call, exc)
                 continue
             if result is not None:
-                if type(result) is _COROUTINE:
-                    result = self._hooks.run_sync(result)
+                if type(result) is not _STR:
+                    result = self._context_piece(chain, call, result)
                     if result is None:
                         continue
                 append(result)
-        return results
-
-    async def ainvoke_hook(self, hook_name: str, /, **kwargs: Any) -> list[Any]:
-        """As :meth:`invoke_hook`, awaiting async callbacks on the caller's event loop."""
-        return [r for _, r in await self._hooks.ainvoke_pairs(hook_name, kwargs)]
-
-    def pre_llm_context(self, **kwargs: Any) -> str:
-        """Fire ``pre_llm_call`` and merge the context pieces with blank lines, in plugin order."""
-        return merge_context(self._invoke("pre_llm_call", kwargs))
+        return merge_context(results)
 
     async def apre_llm_context(self, **kwargs: Any) -> str:
         """As :meth:`pre_llm_context`, awaiting async callbacks on the caller's loop."""
-        return merge_context(await self.ainvoke_hook("pre_llm_call", **kwargs))
+        request = Request(pairs=[])
+        await self._hooks.ainvoke("pre_llm_call", kwargs, request)
+        return self._merge_pairs(request.pairs or [])
+
+    def _context_piece(self, chain: Any, call: Any, result: Any) -> str | None:
+        """A ``pre_llm_call`` result that is not a plain string, as one (``None`` to leave it out)."""
+        result = self._hooks.settle(chain, call, result)
+        try:
+            return context_text(result)
+        except BaseException as exc:
+            self._hooks.failed(chain, call, exc)
+            return None
+
+    def _merge_pairs(self, pairs: list[tuple[Callback, Any]]) -> str:
+        return merge_context([p for p in self._hooks.read(pairs, context_text) if p is not None])
 
     def hook_callbacks(self, hook_name: str) -> list[Callback]:
         """The callbacks of ``hook_name`` (disabled ones too), in call order."""
         return self._hooks.callbacks(hook_name)
+
+    def _hook_results(self, hook_name: str, kwargs: dict[str, Any]) -> list[tuple[Callback, Any]]:
+        """``(callback, result)`` for each non-None result, for a caller that reads the results itself."""
+        request = Request(pairs=[])
+        self._hooks.invoke(hook_name, kwargs, request)
+        return request.pairs or []
+
+    def _first_text(self, hook_name: str, kwargs: dict[str, Any], allow_empty: bool = False) -> str | None:
+        """The first string result of a ``transform_*`` hook (``None`` when there is none).
+
+        A result that is not a string is ignored; one whose reading fails
+        disables its callback.
+        """
+        for text in self._hooks.read(self._hook_results(hook_name, kwargs), plain_text):
+            if text or (allow_empty and text is not None):
+                return text
+        return None
 
     # -- internals: loading ------------------------------------------------------
 
@@ -540,6 +573,14 @@ class Kernel:
         return set(value)
 
     def _load_candidate(self, cand: Candidate, disabled: set[str]) -> None:
+        existing = self._records.get(cand.key)
+        if existing is not None:
+            # Registered on k.pm before load() (or loaded from its entry point already): adopted once.
+            existing.path = existing.path or cand.path
+            existing.version = existing.version or cand.version
+            existing.description = existing.description or cand.description
+            self.log.debug("plugin_adopted", plugin=cand.key, source=existing.source, found_in=cand.source)
+            return
         record = _Record.from_candidate(cand)
         self._records[record.name] = record
         manifest = record.manifest
@@ -557,6 +598,10 @@ class Kernel:
             self.log.debug("manifest_unknown_fields", plugin=record.name, fields=sorted(manifest.extra))
         if record.error is not None:
             self.log.warning("plugin_invalid", plugin=record.name, error=record.error)
+            return
+        if self.pm.is_blocked(record.name):
+            record.error = BLOCKED
+            self.log.debug("skip", plugin=record.name, reason=record.error)
             return
         if record.name in disabled or (manifest is not None and manifest.name in disabled):
             record.error = "disabled via config (plugins.disabled)"
@@ -591,6 +636,9 @@ class Kernel:
             self._offer_provider("model_provider", profile, record.name)
 
         try:
+            # Its object in k.pm until the import tells whether it has one of its own.
+            record.obj = PluginHandle(record.name)
+            self.pm._register_object(record.obj, record.name, scan=False)
             # Hermes-style module-level calls (providers.register_provider,
             # tools.registry.registry, ...) made while it loads are its own.
             entry_point = record.entry_point
@@ -605,12 +653,12 @@ class Kernel:
                 phase = "register"
                 self._register_target(record, target, ctx)
         except BaseException as exc:
-            if not isinstance(exc, CONTAINED):
-                raise
             ctx._rollback()
-            self._undo_native(record)
+            self._release(record)
             if record.module_name:
                 _evict_modules(record.module_name)
+            if propagates(exc):
+                raise
             record.error = _load_error(phase, exc)
             record.enabled = False
             self.log.warning(
@@ -643,6 +691,7 @@ class Kernel:
             if record.is_model_provider or self._registered_anything(record):
                 # A module that registered itself when imported (Hermes allows it).
                 self.log.debug("plugin_self_registered", plugin=record.name)
+                self._take_object(record, target, scan=False)
                 return
             where = getattr(target, "__file__", None) or (
                 record.path / "__init__.py" if record.path else repr(target)
@@ -650,8 +699,46 @@ class Kernel:
             raise PluginError(f"no register(ctx) function and no @hookimpl functions in {where}")
         if register is not None:
             _call_register(register, ctx, self._hooks.run_sync)
-        if native:
-            self.pm.register(target, name=record.name)
+        if not (inspect.isfunction(target) or inspect.ismethod(target)):
+            self._take_object(record, target, scan=native)
+
+    def _take_object(self, record: _Record, target: Any, *, scan: bool) -> None:
+        """Make ``target`` (the plugin's module or object) its object in ``k.pm``, with its ``@hookimpl``s.
+
+        The callbacks it registered meanwhile move from its handle to it.  A
+        module that is another plugin's object already keeps the handle.
+        """
+        pm, handle = self.pm, record.obj
+        if target is handle or (not scan and pm.get_name(target) is not None):
+            return
+        del pm._name2plugin[record.name]
+        try:
+            pm._register_object(target, record.name, scan)
+        except BaseException:
+            pm._name2plugin[record.name] = handle
+            raise
+        record.obj = target
+        for cb in record.callbacks:
+            if cb.impl.plugin is handle:
+                cb.impl.plugin = target  # type: ignore[misc]
+        if scan:
+            known = set(record.callbacks)
+            record.callbacks.extend(cb for cb in self._hooks.adopt(target) if cb not in known)
+            self._note_unknown_hooks(record)
+
+    def _note_unknown_hooks(self, record: _Record) -> None:
+        for cb in record.callbacks:
+            caller = getattr(self.pm.hook, cb.hook, None)
+            if cb.native and not cb.impl.optionalhook and (caller is None or not caller.has_spec()):
+                warning = f"hook '{cb.hook}' is not defined by the kernel (kept)"
+                if warning not in record.warnings:
+                    record.warnings.append(warning)
+
+    def _hooks_specified(self, names: list[str]) -> None:
+        """Hooks that just got a spec: earlier "not defined" warnings about them no longer hold."""
+        stale = tuple(f"hook '{name}' is not defined" for name in names)
+        for record in self._records.values():
+            record.warnings[:] = [w for w in record.warnings if not w.startswith(stale)]
 
     def _add_surface(
         self,
@@ -772,17 +859,19 @@ class Kernel:
             )
 
     def _fire_slots(self, only: str | None) -> None:
+        """Ask the slot-hook callbacks (of plugin ``only``, or all) for their providers, each once."""
         for hook, slot in hookspecs.SLOT_HOOKS.items():
-            chain = self._hooks.chain(hook)
-            for call, cb in zip(chain.calls, chain.callbacks, strict=True):
-                if only is not None and cb.plugin != only:
+            for cb in self._hooks.callbacks(hook):
+                if (
+                    cb.error is not None
+                    or cb in self._slots_asked
+                    or (only is not None and cb.plugin != only)
+                ):
                     continue
-                try:
-                    result = call(register=self._slot_register(slot, cb.plugin))
-                    if inspect.isawaitable(result):
-                        self._hooks.run_sync(result)
-                except BaseException as exc:
-                    self._hooks.failed(chain, call, exc)
+                self._slots_asked.add(cb)
+                self._hooks.execute(
+                    hook, [cb.impl], {"register": self._slot_register(slot, cb.plugin)}, False
+                )
 
     def _slot_register(self, slot: str, plugin: str) -> Any:
         def register(provider: Any) -> None:
@@ -869,65 +958,105 @@ class Kernel:
         if record is not None:
             record.tools.append(tool.name)
 
-    # -- internals: pluggy-native plugins ------------------------------------
+    # -- internals: k.pm -------------------------------------------------------
 
-    def _adopt_native(self, obj: Any, name: str) -> None:
+    def _refuse_if_closed(self, name: str) -> None:
+        if self._closed:
+            raise PluginError(f"cannot register plugin '{name}': this kernel has been shut down")
+
+    def _register_pluggy(self, obj: Any, name: str) -> str:
+        """``k.pm.register(obj, name)``: a pluggy plugin, recorded like any other."""
+        with self._lock:
+            self._refuse_if_closed(name)
+            existing = self._records.get(name)
+            if existing is not None:
+                raise PluginError(
+                    f"Plugin name already registered: {name} (a plugin from {existing.source}); "
+                    "choose another"
+                )
+            record = _Record(name=name, source="pluggy", path=_source_dir(obj) or _file_dir(obj))
+            self._records[name] = record
+            try:
+                self.pm._register_object(obj, name, scan=True)
+            except BaseException:
+                del self._records[name]
+                raise
+            record.obj = obj
+            record.enabled = True
+            record.callbacks = self._hooks.adopt(obj)
+            self._note_unknown_hooks(record)
+            if self._loaded:
+                self._fire_slots(name)
+            return name
+
+    def _unregister_pluggy(self, name: str) -> None:
+        """``k.pm.unregister``: the plugin goes with everything it registered."""
+        with self._lock:
+            if name in self._records:
+                self._drop(name)
+
+    def _block(self, name: str) -> None:
+        """``k.pm.set_blocked(name)``: unload it if loaded; listed as blocked; never loaded later."""
         with self._lock:
             record = self._records.get(name)
             if record is None:
-                file = getattr(obj, "__file__", None)
-                record = _Record(
-                    name=name, source="pluggy", path=Path(file).parent if file else None, enabled=True
-                )
-                self._records[name] = record
-            record.native = obj
-            for caller in self.pm.get_hookcallers(obj) or []:
-                for impl in caller.get_hookimpls():
-                    if impl.plugin is not obj:
-                        continue
-                    if impl.hookwrapper or impl.wrapper:
-                        record.warnings.append(
-                            f"hook '{caller.name}': pluggy wrappers are not called by the kernel; skipped"
-                        )
-                        continue
-                    if caller.name not in self.hook_names:
-                        record.warnings.append(f"hook '{caller.name}' is not defined by the kernel (kept)")
-                    tier = TRY_FIRST if impl.tryfirst else TRY_LAST if impl.trylast else NORMAL
-                    cb = self._hooks.add(
-                        name,
-                        caller.name,
-                        impl.function,
-                        adapt_pluggy_impl(impl.function, impl.argnames),
-                        tier=tier,
-                        native=True,
-                    )
-                    record.callbacks.append(cb)
-            if record.source == "pluggy":
-                self._fire_slots(name)
+                return
+            self._unload(record)
+            record.enabled = False
+            record.deferred = False
+            record.error = BLOCKED
 
-    def _forget_native(self, obj: Any) -> None:
+    def _forget_blocked(self, name: str) -> None:
+        """``k.pm.unblock(name)``: the record that said "blocked" goes; the name is free again."""
         with self._lock:
-            for record in self._records.values():
-                if record.native is obj:
-                    for cb in [c for c in record.callbacks if c.native]:
-                        self._hooks.remove(cb)
-                        record.callbacks.remove(cb)
-                    record.native = None
-                    if record.source == "pluggy":
-                        self._drop(record.name)
-                    return
+            record = self._records.get(name)
+            if record is not None and record.error == BLOCKED:
+                del self._records[name]
 
-    def _undo_native(self, record: _Record) -> None:
-        if record.native is not None and self.pm.is_registered(record.native):
-            self.pm.unregister(record.native)
+    def _load_entry_point_group(self, group: str, name: str | None) -> int | None:
+        """``k.pm.load_setuptools_entrypoints`` for a Hermes group; ``None`` for any other group."""
+        if group not in ENTRY_POINT_GROUPS:
+            return None
+        with self._lock:
+            self._refuse_if_closed(name or group)
+            count = 0
+            disabled = self._disabled_names()
+            with self._hooks.batch():
+                for cand in scan_entry_points(self.log, groups=(group,)):
+                    if name is not None and cand.key != name:
+                        continue
+                    if cand.key in self._records or self.pm.is_blocked(cand.key):
+                        continue
+                    self._load_candidate(cand, disabled)
+                    record = self._records[cand.key]
+                    if record.enabled:
+                        count += 1
+                        dist = getattr(cand.entry_point, "dist", None)
+                        if dist is not None and record.obj is not None:
+                            self.pm._plugin_distinfo.append((record.obj, dist))
+            if self._loaded:
+                for cand_name in [r.name for r in self._records.values() if r.enabled]:
+                    self._fire_slots(cand_name)
+                self._add_builtin_tools()
+            return count
+
+    def _release(self, record: _Record) -> None:
+        """Take ``record``'s object out of ``k.pm``, with every callback it had."""
+        if record.obj is not None:
+            self.pm._unregister_object(record.obj)
+            record.obj = None
+        self._hooks.forget(record.name)
+        record.callbacks.clear()
 
     def _drop(self, name: str) -> None:
         record = self._records.pop(name, None)
-        if record is None:
-            return
-        if record.native is not None and self.pm.is_registered(record.native):
-            pluggy.PluginManager.unregister(self.pm, record.native)
-        self._hooks.remove_plugin(name)
+        if record is not None:
+            self._unload(record)
+
+    def _unload(self, record: _Record) -> None:
+        """Remove everything ``record`` registered; the record itself stays as it is."""
+        name = record.name
+        self._release(record)
         self.events.disconnect_owner(name)
         self.middleware.remove_plugin(name)
         self.platforms.remove_plugin(name)
@@ -939,6 +1068,10 @@ class Kernel:
             self.cli_commands.pop(cli_command, None)
         for skill in record.skills:
             self.skills.unregister(f"{name}:{skill}")
+        for registered in (record.tools, record.commands, record.cli_commands, record.skills):
+            registered.clear()
+        record.middleware.clear()
+        record.platforms.clear()
         self.providers.catalog.remove_plugin(name)
         self.slots.remove_plugin(name)
         if record.module_name:
@@ -947,15 +1080,21 @@ class Kernel:
     # -- internals: failures and gates -----------------------------------------
 
     def _on_hook_failure(self, cb: Callback, exc: BaseException) -> None:
-        self.log.warning(
-            "hook_failed",
-            plugin=cb.plugin,
-            hook=cb.hook,
-            callback=cb.label,
-            error=cb.error,
-            action="callback disabled for the life of this kernel",
-            exc_info=exc if self.debug else None,
-        )
+        fields = {"plugin": cb.plugin, "hook": cb.hook, "error": cb.error or describe(exc)}
+        action = "callback disabled for the life of this kernel"
+        try:
+            self.log.warning(
+                "hook_failed",
+                **fields,
+                callback=cb.label,
+                action=action,
+                exc_info=exc if self.debug else None,
+            )
+        except BaseException as log_exc:
+            if propagates(log_exc):
+                raise
+            # An exception that even the traceback renderer cannot print.
+            self.log.warning("hook_failed", **fields, action=action)
 
     def inject_message(self, content: str, role: str = "user", *, plugin: str = "host") -> bool:
         """Queue a message for the next model call of a session (see ``ctx.inject_message``)."""
@@ -980,34 +1119,49 @@ class Kernel:
             record.warnings.append(problem)
 
     def _decide_tool_call(self, tool_name: str, args: dict[str, Any], context: dict[str, Any]) -> Verdict:
-        """Fire ``pre_tool_call``, merge the decisions, and ask the approver when one asks for it."""
-        failures: list[Callback] = []
-        kwargs = {**context, "tool_name": tool_name, "args": copy.deepcopy(args)}
-        pairs = self._hooks.invoke_pairs("pre_tool_call", kwargs, failures)
-        if failures:
-            cb = failures[0]
+        """Fire ``pre_tool_call``, merge the decisions, and ask the approver when one asks for it.
+
+        Each callback gets its own copy of the arguments; a callback that fails,
+        or whose answer cannot be read, blocks the call (and is disabled).
+        """
+        try:
+            snapshot = copy.deepcopy(args)
+        except BaseException as exc:
+            if propagates(exc):
+                raise
             return Verdict(
-                blocked=(
-                    f"tool call blocked: the pre_tool_call hook of plugin '{cb.plugin}' failed ({cb.error}); "
-                    "that hook is now disabled"
-                ),
+                blocked=f"tool call to '{tool_name}' blocked: its arguments cannot be copied for the "
+                f"pre_tool_call guards ({describe(exc)})",
                 args=args,
             )
+        request = Request(pairs=[], failures=[], prepare=lambda kw: {**kw, "args": copy.deepcopy(snapshot)})
+        self._hooks.invoke("pre_tool_call", {**context, "tool_name": tool_name, "args": snapshot}, request)
+        # Every answer is read, so that every guard that broke the rules is disabled in this call.
+        failed = [(cb, False) for cb in request.failures or []]
         decisions = []
-        for cb, value in pairs:
+        for cb, value in request.pairs or []:
             try:
                 decision = parse_decision(value)
-            except ValueError as exc:
+            except MalformedDecision as exc:
                 self.log.warning(
                     "tool_decision_malformed",
                     plugin=cb.plugin,
                     tool=tool_name,
                     problem=str(exc),
-                    value=repr(value),
+                    value=safe_text(repr, value),
                 )
+                continue
+            except BaseException as exc:
+                if propagates(exc):
+                    raise
+                self._hooks.fail(cb, exc)
+                failed.append((cb, True))
                 continue
             if decision is not None:
                 decisions.append((cb.plugin, decision))
+        if failed:
+            cb, reading = failed[0]
+            return _guard_failed(cb, args, reading=reading)
         verdict = merge_decisions(args, decisions)
         if verdict.blocked is None:
             for plugin, message, rule_key in verdict.approvals:
@@ -1032,9 +1186,9 @@ class Kernel:
         try:
             allowed = bool(self.approver(request))
         except BaseException as exc:
-            if not isinstance(exc, CONTAINED):
+            if propagates(exc):
                 raise
-            self.log.warning("approver_failed", tool=request.tool_name, error=f"{type(exc).__name__}: {exc}")
+            self.log.warning("approver_failed", tool=request.tool_name, error=describe(exc))
             return False
         self.log.info("tool_approval", tool=request.tool_name, plugin=request.plugin, allowed=allowed)
         return allowed
@@ -1065,6 +1219,22 @@ class Kernel:
         return module
 
 
+def _guard_failed(cb: Callback, args: dict[str, Any], reading: bool = False) -> Verdict:
+    what = "returned a decision that could not be read" if reading else "failed"
+    return Verdict(
+        blocked=(
+            f"tool call blocked: the pre_tool_call hook of plugin '{cb.plugin}' {what} ({cb.error}); "
+            "that hook is now disabled"
+        ),
+        args=args,
+    )
+
+
+def _file_dir(obj: Any) -> Path | None:
+    file = getattr(obj, "__file__", None)
+    return Path(file).parent if isinstance(file, str) else None
+
+
 def _source_dir(target: Any) -> Path | None:
     """The folder of the file that defines ``target`` (a module, function or class), if it has one."""
     if not (inspect.ismodule(target) or inspect.isfunction(target) or inspect.isclass(target)):
@@ -1083,15 +1253,7 @@ def merge_context(results: list[Any]) -> str:
             return "\n\n".join(results)
     except TypeError:  # a result that is not a string
         pass
-    pieces = []
-    for result in results:
-        if isinstance(result, dict):
-            result = result.get("context")
-            if result is not None and not isinstance(result, str):
-                result = str(result)
-        if isinstance(result, str) and result.strip():
-            pieces.append(result)
-    return "\n\n".join(pieces)
+    return "\n\n".join(piece for piece in map(context_text, results) if piece is not None)
 
 
 def _call_register(register: Any, ctx: PluginContext, run_sync: Any) -> None:
@@ -1110,14 +1272,11 @@ def _call_register(register: Any, ctx: PluginContext, run_sync: Any) -> None:
 
 def _load_error(phase: str, exc: BaseException) -> str:
     if isinstance(exc, surfaces.SurfaceError):
-        return str(exc)
-    if isinstance(exc, SystemExit):
-        detail = f"SystemExit({exc.code!r})"
-    elif isinstance(exc, SyntaxError):
+        return safe_text(str, exc)
+    if isinstance(exc, SyntaxError):
         detail = f"SyntaxError: {exc.msg} ({exc.filename}, line {exc.lineno})"
     else:
-        text = str(exc).strip()
-        detail = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+        detail = describe(exc)
     if phase == "import":
         return f"import failed: {detail}"
     return f"register() failed: {detail}"

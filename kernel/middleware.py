@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .hooks import CONTAINED, adapt_hermes_callback, plugin_order
+from .hooks import adapt_hermes_callback, describe, plugin_order, propagates
 
 if TYPE_CHECKING:
     from .kernel import Kernel
@@ -127,7 +127,9 @@ class MiddlewareRegistry:
         def innermost(value: Any) -> Any:
             try:
                 return inner(value)
-            except CONTAINED as exc:
+            except BaseException as exc:
+                if propagates(exc):
+                    raise
                 raise _Inner(exc) from exc
 
         call = innermost
@@ -167,10 +169,10 @@ class MiddlewareRegistry:
         except (MiddlewareError, _Inner):
             raise  # an inner layer's failure (reported) or the operation's own
         except BaseException as exc:
-            if not isinstance(exc, CONTAINED):
+            if propagates(exc):
                 raise
             with self._lock:
-                item.error = f"{type(exc).__name__}: {exc}"
+                item.error = describe(exc)
                 self._rebuild()
             self._kernel.log.warning(
                 "middleware_failed",

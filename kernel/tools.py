@@ -16,7 +16,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .hooks import CONTAINED, adapt_hermes_callback, plugin_order
+from .hooks import adapt_hermes_callback, describe, plugin_order, propagates, safe_text
 from .middleware import MiddlewareError
 
 if TYPE_CHECKING:
@@ -55,6 +55,8 @@ class Tool:
     description: str = ""
     emoji: str = ""
     call: Callable[..., Any] = field(init=False, repr=False)
+    # Why the kernel took it out of service (a handler that broke the rules), if it did.
+    error: str | None = None
 
     def __post_init__(self) -> None:
         self.call = adapt_hermes_callback(self.handler)
@@ -241,6 +243,8 @@ class ToolRegistry:
 
     def available(self, tool: Tool) -> tuple[bool, str]:
         """Whether the model may use ``tool`` now, and why not."""
+        if tool.error is not None:
+            return False, f"disabled: {tool.error}"
         missing = [v for v in tool.requires_env if not os.environ.get(v)]
         if missing:
             return False, f"missing environment variable(s): {', '.join(missing)}"
@@ -248,17 +252,28 @@ class ToolRegistry:
             return True, ""
         try:
             ok = tool.check_fn()
+            if ok is not None and type(ok) is not bool and inspect.isawaitable(ok):
+                ok = self._kernel._hooks.run_sync(ok)
+            ok = bool(ok)
         except BaseException as exc:
-            if not isinstance(exc, CONTAINED):
+            if propagates(exc):
                 raise
-            reason = f"check_fn raised {type(exc).__name__}: {exc}"
+            reason = f"check_fn raised {describe(exc)}"
             if tool.name not in self._check_warned:
                 self._check_warned.add(tool.name)
                 self._kernel.log.warning(
                     "tool_check_failed", tool=tool.name, plugin=tool.plugin, error=reason
                 )
+                self._kernel._note_failure(tool.plugin, f"tool '{tool.name}' is unavailable: {reason}")
             return False, reason
         return (True, "") if ok else (False, "its check_fn returned False")
+
+    def disable(self, tool: Tool, reason: str) -> None:
+        """Take ``tool`` out of service for the life of the kernel (it broke the rules)."""
+        if tool.error is None:
+            tool.error = reason
+            self._kernel.log.warning("tool_disabled", tool=tool.name, plugin=tool.plugin, error=reason)
+            self._kernel._note_failure(tool.plugin, f"tool '{tool.name}' disabled: {reason}")
 
     def schemas(self) -> list[dict[str, Any]]:
         """OpenAI function schemas of the tools available now, in plugin order."""
@@ -322,12 +337,13 @@ class ToolRegistry:
                 result=result,
                 duration_ms=int((time.perf_counter() - start) * 1000),
             )
-            for replacement in kernel.invoke_hook(
-                "transform_tool_result", **outcome, args=copy.deepcopy(parsed), result=result
-            ):
-                if isinstance(replacement, str):
-                    result = _as_json_text(replacement)
-                    break
+            replacement = kernel._first_text(
+                "transform_tool_result",
+                {**outcome, "args": copy.deepcopy(parsed), "result": result},
+                allow_empty=True,
+            )
+            if replacement is not None:
+                result = _as_json_text(replacement)
         return result
 
     def _run_handler(
@@ -345,30 +361,33 @@ class ToolRegistry:
             )
             value = wrapped(args)
         except MiddlewareError as exc:
-            return error_json(f"tool '{tool.name}': {exc}"), "error", "MiddlewareError", str(exc)
+            text = safe_text(str, exc)
+            return error_json(f"tool '{tool.name}': {text}"), "error", "MiddlewareError", text
         except BaseException as exc:
-            if not isinstance(exc, CONTAINED):
+            if propagates(exc):
                 raise
-            kind = type(exc).__name__
-            message = f"tool '{tool.name}' (plugin {tool.plugin}) failed: {kind}: {exc}"
-            self._kernel.log.warning(
-                "tool_failed", tool=tool.name, plugin=tool.plugin, error=f"{kind}: {exc}"
-            )
-            return error_json(message), "error", kind, str(exc)
-        if isinstance(value, str):
-            return _as_json_text(value), "ok", None, None
-        message = (
-            f"tool '{tool.name}' (plugin {tool.plugin}) returned {type(value).__name__}, "
-            "expected a JSON string"
-        )
-        self._kernel.log.warning(
-            "tool_bad_result", tool=tool.name, plugin=tool.plugin, type=type(value).__name__
-        )
-        extra = {}
+            kind, detail = type(exc).__name__, describe(exc)
+            if not isinstance(exc, Exception):
+                # Not an error a tool may report: it would have ended a host that does not contain it.
+                self.disable(tool, f"its handler raised {detail}")
+            message = f"tool '{tool.name}' (plugin {tool.plugin}) failed: {detail}"
+            self._kernel.log.warning("tool_failed", tool=tool.name, plugin=tool.plugin, error=detail)
+            return error_json(message), "error", kind, detail.partition(": ")[2] or detail
+        if issubclass(type(value), str):
+            return _as_json_text(str.__str__(value)), "ok", None, None
+        kind = type(value).__name__
+        message = f"tool '{tool.name}' (plugin {tool.plugin}) returned {kind}, expected a JSON string"
+        self._kernel.log.warning("tool_bad_result", tool=tool.name, plugin=tool.plugin, type=kind)
+        extra: dict[str, Any] = {}
         try:
             extra["returned"] = json.loads(json.dumps(value, allow_nan=False))
-        except (TypeError, ValueError):
-            extra["returned"] = repr(value)[:2000]
+        except BaseException as exc:
+            if propagates(exc):
+                raise
+            shown = safe_text(repr, value, 2000)
+            if shown.startswith("<repr() of"):
+                self.disable(tool, f"its handler returned a {kind} that cannot be shown")
+            extra["returned"] = shown
         return error_json(message, **extra), "error", "InvalidToolResult", message
 
     def _unknown(self, name: str) -> str:

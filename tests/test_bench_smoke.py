@@ -12,7 +12,7 @@ from conftest import REPO
 
 SCRIPT = REPO / "tests" / "benchmarks" / "bench_kernel.py"
 HOOKS = ("post_tool_call", "pre_llm_call")
-ROWS = ("plain-loop", "bare-loop", "plain-func", "pluggy", "kernel", "kernel-native")
+ROWS = ("plain-loop", "bare-loop", "plain-func", "pluggy", "kernel", "kernel-pm", "kernel-native")
 QUICK_COUNTS = (5, 10)
 
 NUM = r"(\d+(?:\.\d+)?)"
@@ -24,6 +24,10 @@ LOAD_ROW = re.compile(
 )
 TARGET_HOOK = re.compile(
     rf"^target (post_tool_call|pre_llm_call): kernel / plain loop = {NUM}x .*: (met|NOT met);", re.MULTILINE
+)
+TARGET_PM = re.compile(
+    rf"^target (post_tool_call|pre_llm_call): k\.pm\.hook / raw pluggy = {NUM}x .*: (met|NOT met)$",
+    re.MULTILINE,
 )
 TARGET_LOAD = re.compile(rf"^target load (\d+) plugins: {NUM} ms/plugin .*: (met|NOT met)$", re.MULTILINE)
 
@@ -63,6 +67,7 @@ def test_quick_benchmark_reports_every_row(tmp_path: Path) -> None:
         if row == "pluggy":
             assert vs_pluggy == 1.0
     assert {h for h, _, _ in TARGET_HOOK.findall(text)} == set(HOOKS), text
+    assert {h for h, _, _ in TARGET_PM.findall(text)} == set(HOOKS), text
 
     # B. One load row per plugin count, every plugin loaded and byte-compiled.
     loads = LOAD_ROW.findall(text)
@@ -85,4 +90,5 @@ def test_quick_benchmark_reports_every_row(tmp_path: Path) -> None:
             assert len(r["samples_us"]) == 3
             assert abs(found[(hook, r["row"])][0] - r["best_us"]) <= 0.0006
         assert isinstance(data["dispatch"]["hooks"][hook]["met"], bool)
+        assert isinstance(data["dispatch"]["hooks"][hook]["pm_met"], bool)
     assert [(r["n"], r["loaded"]) for r in data["load"]] == [(n, n) for n in QUICK_COUNTS]

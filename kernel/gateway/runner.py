@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import tenacity
 
 from ..config import section
-from ..hooks import CONTAINED
+from ..hooks import Request, describe, plain_text, propagates
 from .base import BasePlatformAdapter, MessageEvent, SendResult
 from .config import Platform, PlatformConfig
 from .registry import GatewayError, PlatformSpec
@@ -177,9 +177,9 @@ class Gateway:
             try:
                 adapter = self.make_adapter(spec, config)
             except BaseException as exc:
-                if not isinstance(exc, CONTAINED):
+                if propagates(exc):
                     raise
-                self.errors[spec.name] = f"{type(exc).__name__}: {exc}"
+                self.errors[spec.name] = describe(exc)
                 kernel.log.warning("gateway_adapter_failed", platform=spec.name, error=self.errors[spec.name])
                 continue
             self.adapters[spec.name] = adapter
@@ -291,18 +291,14 @@ class Gateway:
             kernel.log.warning("gateway_message_without_chat", platform=spec.name)
             return
         text = event.text
-        for decision in await kernel.ainvoke_hook(
-            "pre_gateway_dispatch", event=event, gateway=self, session_store=self.sessions
-        ):
-            action = decision.get("action") if isinstance(decision, dict) else None
+        decision = await _dispatch_decision(kernel, event, self)
+        if decision is not None:
+            action, value = decision
             if action == "skip":
-                kernel.log.info("gateway_message_skipped", platform=spec.name, reason=decision.get("reason"))
+                kernel.log.info("gateway_message_skipped", platform=spec.name, reason=value)
                 return
-            if action == "rewrite" and isinstance(decision.get("text"), str):
-                text = decision["text"]
-                break
-            if action == "allow":
-                break
+            if action == "rewrite":
+                text = value
         key = (spec.name, str(chat))
         lock = self._session_locks.setdefault(key, asyncio.Lock())
         task = asyncio.current_task()
@@ -483,3 +479,36 @@ async def _call_send(
     if isinstance(result, SendResult):
         return result
     return SendResult(success=result is not False, raw_response=result)
+
+
+async def _dispatch_decision(kernel: Kernel, event: MessageEvent, gateway: Gateway) -> tuple[str, Any] | None:
+    """The first ``pre_gateway_dispatch`` answer that decides: ``("skip", reason)``, ``("rewrite", text)``.
+
+    ``None`` to dispatch the message as it is.  An answer that cannot be read
+    disables its callback.
+    """
+    request = Request(pairs=[])
+    kwargs = {"event": event, "gateway": gateway, "session_store": gateway.sessions}
+    await kernel._hooks.ainvoke("pre_gateway_dispatch", kwargs, request)
+    for decision in kernel._hooks.read(request.pairs or [], _read_dispatch_answer):
+        if decision == ("allow", None):
+            return None
+        if decision is not None:
+            return decision
+    return None
+
+
+def _read_dispatch_answer(value: Any) -> tuple[str, Any] | None:
+    """One ``pre_gateway_dispatch`` answer: ``("skip", reason)``, ``("rewrite", text)``,
+    ``("allow", None)``, or ``None`` for no decision; no method of a dict subclass runs."""
+    if not issubclass(type(value), dict):
+        return None
+    action = plain_text(dict.get(value, "action"))
+    if action == "skip":
+        return "skip", plain_text(dict.get(value, "reason"))
+    if action == "rewrite":
+        text = plain_text(dict.get(value, "text"))
+        return None if text is None else ("rewrite", text)
+    if action == "allow":
+        return "allow", None
+    return None

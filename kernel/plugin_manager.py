@@ -1,0 +1,200 @@
+"""``k.pm``: pluggy's ``PluginManager`` as the kernel's one registry.
+
+Every plugin of a kernel is registered here under its plugin name, Hermes-style
+ones included, and every ``HookCaller`` runs the kernel's hook engine
+(:mod:`kernel.hooks`).  Registering, unregistering or blocking through this
+object is the same as doing it through the kernel.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+from pluggy import HookCaller, HookImpl, PluginValidationError
+
+from .hooks import HookEngine, _Monitor, describe
+from .markers import PROJECT_NAME
+
+if TYPE_CHECKING:
+    from .kernel import Kernel
+
+
+class PluginError(ValueError):
+    """A plugin that an explicit :meth:`Kernel.register` (or ``k.pm.register``) call could not add."""
+
+
+class PluginHandle:
+    """What ``k.pm`` holds for a plugin that has no module or object of its own.
+
+    A plugin whose entry point is a function or a class, and a surface declared
+    in ``config.yaml``, is registered as one of these; its Hermes-style
+    callbacks are hook implementations of this object.
+    """
+
+    __slots__ = ("__name__",)
+
+    def __init__(self, name: str) -> None:
+        self.__name__ = name
+
+    def __repr__(self) -> str:
+        return f"<hermes plugin {self.__name__!r}>"
+
+
+class KernelPluginManager(pluggy.PluginManager):
+    """pluggy's manager whose plugins are the kernel's plugins and whose calls run the kernel's engine."""
+
+    def __init__(self, kernel: Kernel) -> None:
+        super().__init__(PROJECT_NAME)
+        self._kernel = kernel
+        self.engine: HookEngine  # set by the kernel right after
+
+    # -- calling ---------------------------------------------------------------
+
+    def _hookexec(
+        self, hook_name: str, methods: Sequence[HookImpl], kwargs: Mapping[str, object], firstresult: bool
+    ) -> Any:
+        return self.engine.execute(hook_name, list(methods), kwargs, firstresult)
+
+    def add_hookcall_monitoring(
+        self, before: Callable[..., None], after: Callable[..., None]
+    ) -> Callable[[], None]:
+        """As pluggy's: ``before``/``after`` see every hook call of the kernel, whatever made it."""
+        monitor = _Monitor(before, after)
+        engine = self.engine
+        engine.monitors.append(monitor)
+        engine.monitoring_changed()
+
+        def undo() -> None:
+            monitor.alive = False
+            engine.monitoring_changed()
+
+        return undo
+
+    # -- registering ----------------------------------------------------------
+
+    def register(self, plugin: object, name: str | None = None) -> str | None:
+        """Register a pluggy plugin object with the kernel (as pluggy does, plus the kernel's record).
+
+        A plugin registered before ``k.load()`` is adopted by the load, not
+        loaded twice; after ``k.shutdown()`` this raises ``PluginError``.
+        """
+        kernel = self._kernel
+        kernel._refuse_if_closed(name or "?")
+        if plugin is None:
+            return None
+        name = name or self.unique_name(plugin)
+        if self.is_blocked(name):
+            return None
+        return kernel._register_pluggy(plugin, name)
+
+    def unique_name(self, plugin: object) -> str:
+        """:meth:`get_canonical_name`, with ``#2``, ``#3``... when another object has that name."""
+        base = self.get_canonical_name(plugin)
+        name, n = base, 1
+        while self._name2plugin.get(name) is not None and self._name2plugin[name] is not plugin:
+            n += 1
+            name = f"{base}#{n}"
+        return name
+
+    def get_canonical_name(self, plugin: object) -> str:
+        """A module's ``__name__``, else the qualified name of the object's class; never an address."""
+        name = getattr(plugin, "__name__", None)
+        if isinstance(name, str) and name:
+            return name
+        cls = plugin if inspect.isclass(plugin) else type(plugin)
+        return f"{cls.__module__}.{cls.__qualname__}"
+
+    def _register_object(self, plugin: object, name: str, scan: bool) -> None:
+        """Put ``plugin`` in the registry under ``name``: with pluggy's impl scan, or bare (no impls)."""
+        if scan:
+            pluggy.PluginManager.register(self, plugin, name)
+            return
+        if name in self._name2plugin:
+            raise ValueError(f"Plugin name already registered: {name}={plugin}")
+        if plugin in self._name2plugin.values():
+            raise ValueError(f"Plugin already registered under a different name: {name}={plugin}")
+        self._name2plugin[name] = plugin
+
+    def _unregister_object(self, plugin: object) -> None:
+        if self.get_name(plugin) is not None:
+            pluggy.PluginManager.unregister(self, plugin)
+
+    def unregister(self, plugin: object | None = None, name: str | None = None) -> Any | None:
+        """Unregister a plugin and everything it registered with the kernel (tools, commands...)."""
+        if name is None:
+            assert plugin is not None, "one of name or plugin needs to be specified"
+            name = self.get_name(plugin)
+            assert name is not None, "plugin is not registered"
+        registered = self._name2plugin.get(name)
+        if plugin is not None and registered is not None and registered is not plugin:
+            raise ValueError(f"Plugin name {name!r} and plugin {plugin!r} do not agree")
+        if registered is None:
+            return None
+        self._kernel._unregister_pluggy(name)
+        return registered
+
+    def set_blocked(self, name: str) -> None:
+        """Block plugin ``name`` as a whole: unloaded now if loaded, never loaded later."""
+        self._kernel._block(name)
+        if self._name2plugin.get(name) is not None:
+            pluggy.PluginManager.unregister(self, name=name)
+        self._name2plugin[name] = None
+
+    def unblock(self, name: str) -> bool:
+        """As pluggy's; the blocked plugin's record goes too, so that the name can be registered again."""
+        if not super().unblock(name):
+            return False
+        self._kernel._forget_blocked(name)
+        return True
+
+    def load_setuptools_entrypoints(self, group: str, name: str | None = None) -> int:
+        """As pluggy's; plugins of the Hermes groups load as the kernel loads them (``register(ctx)``)."""
+        self._kernel._refuse_if_closed(name or group)
+        loaded = self._kernel._load_entry_point_group(group, name)
+        if loaded is not None:
+            return loaded
+        return super().load_setuptools_entrypoints(group, name)
+
+    # -- specs -----------------------------------------------------------------
+
+    def add_hookspecs(self, module_or_class: Any) -> None:
+        """As pluggy's, and as pluggy raises ``PluginValidationError`` for an existing impl that does
+        not fit the new spec; the kernel also disables that impl (every other impl still runs)."""
+        self.add_hookspecs_for(module_or_class, strict=True)
+
+    def add_hookspecs_for(self, module_or_class: Any, *, strict: bool) -> None:
+        """Add the specs; with ``strict=False`` an unfitting impl is only disabled (``ctx.add_hookspecs``)."""
+        names, problems = [], []
+        for attr in dir(module_or_class):
+            opts = self.parse_hookspec_opts(module_or_class, attr)
+            if opts is None:
+                continue
+            caller: HookCaller | None = getattr(self.hook, attr, None)
+            if caller is None:
+                setattr(self.hook, attr, HookCaller(attr, self._hookexec, module_or_class, opts))
+            else:
+                caller.set_specification(module_or_class, opts)
+                for impl in caller.get_hookimpls():
+                    try:
+                        self._verify_hook(caller, impl)
+                    except PluginValidationError as exc:
+                        problems.append(exc)
+                        cb = self.engine._callback(attr, impl)
+                        if self.engine.disable(cb, describe(exc)):
+                            self.engine._on_failure(cb, exc)
+            names.append(attr)
+        if not names:
+            raise ValueError(f"did not find any {self.project_name!r} hooks in {module_or_class!r}")
+        self.engine.respecified(names)
+        self._kernel._hooks_specified(names)
+        if strict and problems:
+            raise problems[0]
+
+    def _verify_hook(self, hook: HookCaller, hookimpl: HookImpl) -> None:
+        cb = self.engine.callback_of(hookimpl)
+        if cb is not None and not cb.native:
+            return  # Hermes-style callbacks take every argument by keyword; nothing to check
+        super()._verify_hook(hook, hookimpl)

@@ -1,0 +1,369 @@
+"""The one hook engine (kernel/hooks.py) through real kernels: the async bridge, the async path,
+monitors, spec registration and the registry (k.pm) seen from a host.
+
+The pluggy-conformance module compares plugin code against plain pluggy; the
+adversarial module throws hostile callbacks.  This one covers what only the
+kernel has: where coroutines run, what a monitor that fails does, how
+``ctx.add_hookspecs`` and ``k.pm.add_hookspecs`` differ, and the one-registry
+view of every plugin style.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import threading
+import types
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pluggy
+import pytest
+
+from kernel import Kernel, PluginError, hookimpl, hookspec
+
+SESSION = {"session_id": "s-1", "model": "m-1", "platform": "cli"}
+REQUEST = contextvars.ContextVar("REQUEST", default="unset")
+
+
+def hermes(**hooks: Callable[..., Any]) -> types.SimpleNamespace:
+    """A runtime Hermes-style plugin object registering ``hooks`` (name -> callback)."""
+
+    def register(ctx: Any) -> None:
+        for name, fn in hooks.items():
+            ctx.register_hook(name, fn)
+
+    return types.SimpleNamespace(register=register)
+
+
+# --------------------------------------------------------------------------
+# Where coroutines run
+# --------------------------------------------------------------------------
+
+
+def test_a_callbacks_loop_bound_objects_survive_from_call_to_call(make_kernel: Callable[..., Kernel]) -> None:
+    """An async callback that keeps an ``asyncio.Lock`` (bound to the loop of its first call) works
+    on every later sync call, from the main thread, from another thread and from inside a running
+    loop: every sync call runs it on the kernel's one event loop."""
+    state: dict[str, Any] = {}
+    loops: list[Any] = []
+
+    async def guarded(**kwargs: Any) -> str:
+        lock = state.setdefault("lock", asyncio.Lock())
+        async with lock:
+            loops.append(asyncio.get_running_loop())
+            return "ok"
+
+    k = make_kernel()
+    k.register(hermes(on_session_start=guarded), name="locker")
+    assert k.invoke_hook("on_session_start", **SESSION) == ["ok"]
+
+    box: dict[str, Any] = {}
+    worker = threading.Thread(target=lambda: box.update(r=k.invoke_hook("on_session_start", **SESSION)))
+    worker.start()
+    worker.join(10)
+    assert box["r"] == ["ok"]
+
+    async def inside_a_running_loop() -> list[Any]:
+        return k.invoke_hook("on_session_start", **SESSION)  # a sync call from async code
+
+    assert asyncio.run(inside_a_running_loop()) == ["ok"]
+    assert len(loops) == 3 and len(set(map(id, loops))) == 1
+    assert k.plugin("locker").hook_errors == {}
+
+
+def test_a_coroutine_sees_the_callers_context_variables(make_kernel: Callable[..., Kernel]) -> None:
+    """The kernel's loop runs a callback's coroutine in a copy of the caller's context."""
+
+    async def reads(**kwargs: Any) -> str:
+        return REQUEST.get()
+
+    k = make_kernel()
+    k.register(hermes(on_session_start=reads), name="reader")
+    token = REQUEST.set("request-42")
+    try:
+        assert k.invoke_hook("on_session_start", **SESSION) == ["request-42"]
+    finally:
+        REQUEST.reset(token)
+
+
+def test_a_sync_hook_call_from_a_coroutine_on_the_kernel_loop_does_not_deadlock(
+    make_kernel: Callable[..., Kernel],
+) -> None:
+    """An async callback (running on the kernel's loop) that fires another hook synchronously,
+    whose own callback is async too, gets its answer instead of waiting for itself."""
+    k = make_kernel()
+
+    async def inner(**kwargs: Any) -> str:
+        return "inner"
+
+    async def outer(**kwargs: Any) -> str:
+        nested = k.invoke_hook("on_session_end", session_id="s", completed=True, interrupted=False)
+        return f"outer+{nested[0]}"
+
+    k.register(hermes(on_session_start=outer, on_session_end=inner), name="nesting")
+    assert k.invoke_hook("on_session_start", **SESSION) == ["outer+inner"]
+
+
+def test_ainvoke_runs_sync_callbacks_off_the_loop_and_async_ones_on_it(
+    make_kernel: Callable[..., Kernel],
+) -> None:
+    """Under ``ainvoke_hook`` a blocking sync callback runs on a worker thread (the loop's other
+    tasks keep running meanwhile); an async callback runs on the caller's loop."""
+    seen: dict[str, Any] = {}
+
+    def blocking(**kwargs: Any) -> str:
+        seen["sync_thread"] = threading.get_ident()
+        release.wait(5)
+        return "sync"
+
+    async def on_loop(**kwargs: Any) -> str:
+        seen["async_loop"] = asyncio.get_running_loop()
+        return "async"
+
+    k = make_kernel()
+    k.register(hermes(on_session_start=blocking), name="a_blocking")
+    k.register(hermes(on_session_start=on_loop), name="b_async")
+    release = threading.Event()
+
+    async def main() -> list[Any]:
+        seen["loop"] = asyncio.get_running_loop()
+        seen["loop_thread"] = threading.get_ident()
+
+        async def ticker() -> None:
+            # Runs only if the loop is free while the blocking callback waits.
+            await asyncio.sleep(0.05)
+            seen["ticked"] = True
+            release.set()
+
+        tick = asyncio.create_task(ticker())
+        results = await k.ainvoke_hook("on_session_start", **SESSION)
+        await tick
+        return results
+
+    assert asyncio.run(main()) == ["sync", "async"]
+    assert seen["ticked"] is True
+    assert seen["sync_thread"] != seen["loop_thread"]
+    assert seen["async_loop"] is seen["loop"]
+
+
+def test_ainvoke_sees_spec_defaults_firstresult_and_wrappers(make_kernel: Callable[..., Kernel]) -> None:
+    """The async path has the same semantics as the sync one (one engine)."""
+
+    class Specs:
+        @hookspec(firstresult=True)
+        def engine_pick(self, value, bonus=10):
+            """Pick one answer."""
+
+    class Wrap:
+        @hookimpl(wrapper=True)
+        def engine_pick(self, value):
+            result = yield
+            return f"[{result}]"
+
+    class Answer:
+        def __init__(self, tag: str) -> None:
+            self.tag = tag
+
+        @hookimpl
+        def engine_pick(self, value, bonus):
+            return f"{self.tag}:{value + bonus}"
+
+    k = make_kernel()
+    k.pm.add_hookspecs(Specs)
+    k.pm.register(Answer("beta"), name="beta")
+    k.pm.register(Answer("alpha"), name="alpha")
+    k.pm.register(Wrap(), name="wrap")
+    assert k.pm.hook.engine_pick(value=1) == "[alpha:11]"
+    assert k.invoke_hook("engine_pick", value=1) == ["[alpha:11]"]
+    assert asyncio.run(k.ainvoke_hook("engine_pick", value=2)) == ["[alpha:12]"]
+
+
+# --------------------------------------------------------------------------
+# Monitors
+# --------------------------------------------------------------------------
+
+
+def test_a_monitor_that_raises_is_removed_and_hooks_keep_working(
+    make_kernel: Callable[..., Kernel], home: Path
+) -> None:
+    """A hook-call monitor is not a plugin callback, but a raising one must not break every hook
+    call either: it is logged and removed; the call it was watching returns normally."""
+    k = make_kernel()
+    k.register(hermes(on_session_start=lambda **kw: "x"), name="plain")
+    seen: list[str] = []
+
+    def bad_before(hook_name: str, methods: Any, kwargs: Any) -> None:
+        raise RuntimeError("monitor broke")
+
+    k.pm.add_hookcall_monitoring(bad_before, lambda *a: None)
+    k.pm.add_hookcall_monitoring(lambda name, methods, kwargs: seen.append(name), lambda *a: None)
+    assert k.invoke_hook("on_session_start", **SESSION) == ["x"]
+    assert k.invoke_hook("on_session_start", **SESSION) == ["x"]
+    assert seen == ["on_session_start", "on_session_start"]
+    assert len(k._hooks.monitors) == 1
+    assert "monitor broke" in (home / "logs" / "agent.log").read_text(encoding="utf-8")
+
+
+def test_monitoring_off_again_restores_the_fast_path(make_kernel: Callable[..., Kernel]) -> None:
+    """While a monitor is on, plain chains leave the fast table; the undo puts them back."""
+    k = make_kernel()
+    k.register(hermes(post_tool_call=lambda **kw: None), name="watcher")
+    assert "post_tool_call" in k._hooks.fast
+    undo = k.pm.add_hookcall_monitoring(lambda *a: None, lambda *a: None)
+    assert "post_tool_call" not in k._hooks.fast
+    undo()
+    assert "post_tool_call" in k._hooks.fast
+
+
+# --------------------------------------------------------------------------
+# Specs declared by plugins
+# --------------------------------------------------------------------------
+
+
+class LateSpecs:
+    @hookspec
+    def engine_late(self, value):
+        """Declared after another plugin implemented it."""
+
+
+class NotFitting:
+    @hookimpl
+    def engine_late(self, other):
+        return other
+
+
+def test_ctx_add_hookspecs_disables_an_unfitting_impl_of_another_plugin(
+    make_kernel: Callable[..., Kernel],
+) -> None:
+    """``ctx.add_hookspecs`` never fails the declaring plugin for another plugin's impl: that impl
+    is disabled (named in its hook_errors); the declaring plugin loads and its own impls work."""
+    k = make_kernel()
+    k.pm.register(NotFitting(), name="a_unfitting")
+
+    def register(ctx: Any) -> None:
+        ctx.add_hookspecs(LateSpecs)
+        ctx.register_hook("engine_late", lambda value, **kw: f"declarer:{value}")
+
+    k.register(types.SimpleNamespace(register=register), name="b_declarer")
+    assert k.plugin("b_declarer").enabled
+    assert list(k.plugin("a_unfitting").hook_errors) == ["engine_late"]
+    assert k.invoke_hook("engine_late", value=3) == ["declarer:3"]
+    assert k.pm.hook.engine_late(value=3) == ["declarer:3"]
+
+
+def test_pm_add_hookspecs_raises_as_pluggy_does_and_still_contains(
+    make_kernel: Callable[..., Kernel],
+) -> None:
+    """``k.pm.add_hookspecs`` raises pluggy's ``PluginValidationError`` for the unfitting impl (a
+    host calling pluggy's API gets pluggy's answer), and that impl is disabled all the same."""
+    k = make_kernel()
+    k.pm.register(NotFitting(), name="unfitting")
+    with pytest.raises(pluggy.PluginValidationError):
+        k.pm.add_hookspecs(LateSpecs)
+    assert list(k.plugin("unfitting").hook_errors) == ["engine_late"]
+    assert k.invoke_hook("engine_late", value=1) == []
+
+
+def test_add_hookspecs_with_no_hook_is_a_clear_register_failure(make_kernel: Callable[..., Kernel]) -> None:
+    """A plugin that declares a class without any hookspec fails to load with pluggy's message."""
+    k = make_kernel()
+
+    def register(ctx: Any) -> None:
+        ctx.add_hookspecs(type("Empty", (), {}))
+
+    with pytest.raises(PluginError, match="did not find any 'hermes' hooks"):
+        k.register(types.SimpleNamespace(register=register), name="empty")
+
+
+# --------------------------------------------------------------------------
+# The registry from a host's side
+# --------------------------------------------------------------------------
+
+
+def test_every_plugin_style_is_in_one_registry(make_kernel: Callable[..., Kernel], plugin_dir: Any) -> None:
+    """A directory plugin (its module), a runtime Hermes-style object and a pluggy object are all
+    in ``k.pm`` under their names, and their callbacks are impls of the right object."""
+    plugin_dir(
+        "dirplug",
+        "def cb(**kwargs):\n    return 'dir'\n\n"
+        "def register(ctx):\n    ctx.register_hook('on_session_start', cb)\n",
+        manifest={"name": "dirplug", "provides_hooks": ["on_session_start"]},
+    )
+    k = make_kernel()
+    runtime = hermes(on_session_start=lambda **kw: "runtime")
+
+    class Native:
+        @hookimpl
+        def on_session_start(self, session_id):
+            return "native"
+
+    native = Native()
+    k.register(runtime, name="runtime")
+    k.pm.register(native, name="native")
+    module = k.pm.get_plugin("dirplug")
+    assert isinstance(module, types.ModuleType) and module.__name__.endswith(".dirplug")
+    assert k.pm.get_plugin("runtime") is runtime
+    assert k.pm.get_name(native) == "native"
+    impls = {impl.plugin_name: impl.plugin for impl in k.pm.hook.on_session_start.get_hookimpls()}
+    assert impls == {"dirplug": module, "runtime": runtime, "native": native}
+    assert k.pm.hook.on_session_start(**SESSION) == ["dir", "native", "runtime"]
+    assert k.invoke_hook("on_session_start", **SESSION) == ["dir", "native", "runtime"]
+    # pluggy's own list is kept in reverse call order, as pluggy iterates it.
+    order = [impl.plugin_name for impl in k.pm.hook.on_session_start.get_hookimpls()]
+    assert order == ["runtime", "native", "dirplug"]
+
+
+def test_a_function_entry_or_surface_is_a_named_handle(make_kernel: Callable[..., Kernel]) -> None:
+    """A plugin whose target is a function is registered as a small handle named after it."""
+
+    def register(ctx: Any) -> None:
+        ctx.register_hook("on_session_start", lambda **kw: "fn")
+
+    k = make_kernel()
+    k.register(register, name="fnplug")
+    handle = k.pm.get_plugin("fnplug")
+    assert handle is not None and handle.__name__ == "fnplug" and "fnplug" in repr(handle)
+    assert k.pm.get_hookcallers(handle) == [k.pm.hook.on_session_start]
+
+
+def test_plugin_error_is_a_value_error_and_names_the_plugin(make_kernel: Callable[..., Kernel]) -> None:
+    """Registration errors are ``ValueError``s, as pluggy's own are, so pluggy-style hosts catch them."""
+    k = make_kernel()
+    k.pm.register(types.SimpleNamespace(), name="taken")
+    with pytest.raises(ValueError, match="taken"):
+        k.pm.register(types.SimpleNamespace(), name="taken")
+    k.shutdown()
+    with pytest.raises(PluginError, match="shut down"):
+        k.pm.register(types.SimpleNamespace(), name="late")
+    assert issubclass(PluginError, ValueError)
+
+
+def test_nameless_registrations_of_one_class_get_numbered_names(make_kernel: Callable[..., Kernel]) -> None:
+    """Two name-less objects of one class: ``module.Class`` and ``module.Class#2``, in every run."""
+
+    class Thing:
+        pass
+
+    k = make_kernel()
+    first, second = Thing(), Thing()
+    base = f"{__name__}.{Thing.__qualname__}"
+    assert k.pm.register(first) == base
+    assert k.pm.register(second) == f"{base}#2"
+    assert k.pm.get_plugin(base) is first
+
+
+def test_a_callback_registered_after_its_plugin_left_is_refused(make_kernel: Callable[..., Kernel]) -> None:
+    """A ``ctx`` kept by a plugin after it was unregistered cannot add hooks any more."""
+    kept: dict[str, Any] = {}
+
+    def register(ctx: Any) -> None:
+        kept["ctx"] = ctx
+
+    k = make_kernel()
+    k.register(types.SimpleNamespace(register=register), name="leaver")
+    k.unregister("leaver")
+    with pytest.raises(PluginError, match="not registered"):
+        kept["ctx"].register_hook("on_session_start", lambda **kw: "late")
+    assert k.invoke_hook("on_session_start", **SESSION) == []
