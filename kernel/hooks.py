@@ -262,6 +262,8 @@ class HookEngine:
         self._on_failure = on_failure
         self._deferred: set[str] | None = None
         self._bridge: _Bridge | None = None
+        # ``invoke_hook``: the kernel binds it as its own method.
+        self.hot = self.make_invoke()
 
     # -- registration ------------------------------------------------------
 
@@ -529,28 +531,42 @@ class HookEngine:
             chain = self._chain_for(hook, list(methods))
         if self.monitors:
             return self._monitored(hook, chain, dict(kwargs), firstresult, None)
-        if chain.plain and not firstresult:
-            return self.run_plain(chain, kwargs)
+        if chain.plain and not firstresult and self.fast.get(hook) is chain:
+            return self.hot(hook, **kwargs)
         return self._run(chain, dict(kwargs), firstresult, None)
 
-    def run_plain(self, chain: Chain, kwargs: Mapping[str, Any]) -> list[Any]:
-        """The hot path for a plain chain: a loop over a tuple; containment costs nothing until a
-        callback raises."""
-        results: list[Any] = []
-        append = results.append
-        for call in chain.calls:
-            try:
-                result = call(**kwargs)
-            except BaseException as exc:
-                self.failed(chain, call, exc)
-                continue
-            if result is not None:
-                if type(result) not in _VALUES:
-                    result = self.settle(chain, call, result)
-                    if result is None:
-                        continue
-                append(result)
-        return results
+    def make_invoke(self) -> Callable[..., list[Any]]:
+        """The hot path as one function, ``invoke_hook(hook_name, /, **kwargs)``.
+
+        A plain chain runs in a loop right there (no further call level, the
+        lookups bound once); containment costs nothing until a callback
+        raises.  Anything else — wrappers, async callbacks, firstresult,
+        monitors... — takes :meth:`invoke`.
+        """
+        fast_get, general, failed, settle = self.fast.get, self.invoke, self.failed, self.settle
+        values = _VALUES
+
+        def invoke_hook(hook_name: str, /, **kwargs: Any) -> list[Any]:
+            chain = fast_get(hook_name)
+            if chain is None:
+                return general(hook_name, kwargs)
+            results: list[Any] = []
+            append = results.append
+            for call in chain.calls:
+                try:
+                    result = call(**kwargs)
+                except BaseException as exc:
+                    failed(chain, call, exc)
+                    continue
+                if result is not None:
+                    if type(result) not in values:
+                        result = settle(chain, call, result)
+                        if result is None:
+                            continue
+                    append(result)
+            return results
+
+        return invoke_hook
 
     def _monitored(
         self, hook: str, chain: Chain, kwargs: dict[str, Any], firstresult: bool, request: Request | None

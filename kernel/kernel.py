@@ -72,9 +72,6 @@ if TYPE_CHECKING:
 
 __version__ = "0.1.0"
 
-# pre_llm_call results merged as they are.
-_STR = str
-
 # The owner of the kernel's own tools (``skill_view``) in the tool registry.
 BUILTIN_PLUGIN = "builtin"
 
@@ -234,7 +231,11 @@ class Kernel:
         self._hooks = HookEngine(self.pm, self._on_hook_failure, timeout=self._hook_timeout())
         self.pm.engine = self._hooks
         self._fast = self._hooks.fast
-        self._run_plain = self._hooks.run_plain
+        if type(self).invoke_hook is Kernel.invoke_hook:
+            # The hot path without the method's own call level (a subclass's override is kept).
+            self.invoke_hook = self._hooks.hot  # type: ignore[method-assign]
+        if type(self).pre_llm_context is Kernel.pre_llm_context:
+            self.pre_llm_context = self._context_fn()  # type: ignore[method-assign]
         self.pm.add_hookspecs(hookspecs)
         # Slot-hook callbacks already asked for their providers (each is asked once).
         self._slots_asked: weakref.WeakSet[Callback] = weakref.WeakSet()
@@ -461,10 +462,7 @@ class Kernel:
         result.  A failing callback is logged and disabled; the others still
         run.  Async callbacks are run to completion (see :meth:`ainvoke_hook`).
         """
-        chain = self._fast.get(hook_name)
-        if chain is None:
-            return self._hooks.invoke(hook_name, kwargs)
-        return self._run_plain(chain, kwargs)
+        return self._hooks.hot(hook_name, **kwargs)
 
     async def ainvoke_hook(self, hook_name: str, /, **kwargs: Any) -> list[Any]:
         """As :meth:`invoke_hook`, for async hosts: async callbacks are awaited on the caller's
@@ -473,26 +471,46 @@ class Kernel:
 
     def pre_llm_context(self, **kwargs: Any) -> str:
         """Fire ``pre_llm_call`` and merge the context pieces with blank lines, in plugin order."""
-        chain = self._fast.get("pre_llm_call")
-        if chain is None:
-            request = Request(pairs=[])
-            self._hooks.invoke("pre_llm_call", kwargs, request)
-            return self._merge_pairs(request.pairs or [])
-        results: list[str] = []
-        append = results.append
-        for call in chain.calls:
-            try:
-                result = call(**kwargs)
-            except BaseException as exc:
-                self._hooks.failed(chain, call, exc)
-                continue
-            if result is not None:
-                if type(result) is not _STR:
-                    result = self._context_piece(chain, call, result)
-                    if result is None:
-                        continue
-                append(result)
-        return merge_context(results)
+        return self._context_fn()(**kwargs)
+
+    def _context_fn(self) -> Callable[..., str]:
+        """``pre_llm_context`` as one function: the fast loop merges as it goes, like ``invoke_hook``'s."""
+        fast_get, failed, piece, slow = (
+            self._fast.get,
+            self._hooks.failed,
+            self._context_piece,
+            self._slow_context,
+        )
+        strip, join, text = str.strip, "\n\n".join, str
+
+        def pre_llm_context(**kwargs: Any) -> str:
+            chain = fast_get("pre_llm_call")
+            if chain is None:
+                return slow(kwargs)
+            results: list[str] = []
+            append = results.append
+            for call in chain.calls:
+                try:
+                    result = call(**kwargs)
+                except BaseException as exc:
+                    failed(chain, call, exc)
+                    continue
+                if result is not None:
+                    if type(result) is not text:
+                        result = piece(chain, call, result)
+                        if result is None:
+                            continue
+                    append(result)
+            if all(map(strip, results)):
+                return join(results)
+            return join([r for r in results if strip(r)])
+
+        return pre_llm_context
+
+    def _slow_context(self, kwargs: dict[str, Any]) -> str:
+        request = Request(pairs=[])
+        self._hooks.invoke("pre_llm_call", kwargs, request)
+        return self._merge_pairs(request.pairs or [])
 
     async def apre_llm_context(self, **kwargs: Any) -> str:
         """As :meth:`pre_llm_context`, awaiting async callbacks on the caller's loop."""

@@ -1079,8 +1079,9 @@ def test_unregister_removes_a_hermes_style_directory_plugin(
     assert k.invoke_hook("on_session_start", **SESSION) == ["observed session"]
     assert k.pm.unregister(name="observed") is obj
     assert k.invoke_hook("on_session_start", **SESSION) == []
-    assert k.pm.hook.pre_llm_call(user_message="x") == []
-    assert k.pre_llm_context(user_message="x") == ""
+    llm_call = dict.fromkeys(k.pm.hook.pre_llm_call.spec.argnames) | {"user_message": "x"}
+    assert k.pm.hook.pre_llm_call(**llm_call) == []
+    assert k.pre_llm_context(**llm_call) == ""
     assert obj not in k.pm.get_plugins()
     assert k.pm.get_plugin("observed") is None
 
