@@ -234,8 +234,10 @@ class Kernel:
         if type(self).invoke_hook is Kernel.invoke_hook:
             # The hot path without the method's own call level (a subclass's override is kept).
             self.invoke_hook = self._hooks.hot  # type: ignore[method-assign]
+            self._hooks.hot.__doc__ = Kernel.invoke_hook.__doc__
         if type(self).pre_llm_context is Kernel.pre_llm_context:
             self.pre_llm_context = self._context_fn()  # type: ignore[method-assign]
+            self.pre_llm_context.__doc__ = Kernel.pre_llm_context.__doc__
         self.pm.add_hookspecs(hookspecs)
         # Slot-hook callbacks already asked for their providers (each is asked once).
         self._slots_asked: weakref.WeakSet[Callback] = weakref.WeakSet()
