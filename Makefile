@@ -14,7 +14,11 @@ APT_GET  := $(shell [ "$$(id -u)" = 0 ] || echo sudo) apt-get
 COMPAT_SITE := $(VENV)/compat-site
 COMPAT_REQS := tests/compat/requirements.txt
 
-.PHONY: run test test-deps bench lint clean
+# Hermes Agent, the system we re-imagine, in a venv of its own (never the project's), for make bench-peers.
+PEERS := .venv-peers
+HERMES_AGENT_VERSION := 0.19.0
+
+.PHONY: run test test-deps bench bench-peers lint clean
 
 # Re-install when the project metadata changes.
 $(STAMP): pyproject.toml
@@ -51,8 +55,16 @@ $(COMPAT_SITE)/.installed: $(COMPAT_REQS) | $(STAMP)
 bench: $(STAMP)
 	$(PY) tests/benchmarks/bench_kernel.py
 
+$(PEERS)/.installed:
+	test -x $(PEERS)/bin/python || $(PYTHON) -m venv $(PEERS)
+	$(PEERS)/bin/python -m pip install --quiet 'hermes-agent==$(HERMES_AGENT_VERSION)'
+	touch $@
+
+bench-peers: $(STAMP) $(PEERS)/.installed
+	$(PY) tests/benchmarks/bench_kernel.py --part dispatch --peer-python $(PEERS)/bin/python
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check kernel extensions tests
 
 clean:
-	rm -rf $(VENV) build dist .pytest_cache
+	rm -rf $(VENV) $(PEERS) build dist .pytest_cache

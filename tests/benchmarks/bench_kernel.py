@@ -5,7 +5,10 @@ A. Hook dispatch with 10 plugins, in microseconds per call, for ``post_tool_call
    merged into one context).  Every row calls the very same 10 function objects
    with the same keyword arguments: a plain Python loop (the baseline), a bare
    loop, the plain loop inside a function, raw pluggy, the kernel with 10 real
-   directory plugins, and the kernel with 10 pluggy-native plugins.
+   directory plugins (``k.invoke_hook`` / ``k.pre_llm_context`` and ``k.pm.hook``),
+   and the kernel with 10 pluggy-native plugins.  With ``--peer-python`` (``make
+   bench-peers``), Hermes Agent's own ``invoke_hook`` (and its ``pre_llm_call``
+   merge) on the same plugin code, in its own venv, against its own plain loop.
 B. Discovery + ``Kernel(home).load()`` of 10, 100 and 500 generated directory
    plugins, each run in a fresh process, after a warm-up process has written the
    bytecode caches (as in a real install).
@@ -18,7 +21,8 @@ to load, results differ between rows).
 
 Usage::
 
-    python tests/benchmarks/bench_kernel.py [--quick] [--json FILE]
+    python tests/benchmarks/bench_kernel.py [--quick] [--json FILE] [--part all|dispatch|load]
+                                            [--peer-python .venv-peers/bin/python]
 """
 
 from __future__ import annotations
@@ -329,6 +333,31 @@ def dispatch_rows(hook: str) -> list[tuple[str, str, str]]:
     ]
 
 
+def time_rows(
+    statements: dict[str, str], namespace: dict[str, Any], number: int, repeat: int
+) -> dict[str, list[float]]:
+    """µs per call of each statement: ``repeat`` samples of ``number`` calls each.
+
+    Each repeat times every row interleaved in CHUNKS slices round-robin, so
+    that a slow moment of a busy machine hits all rows alike and the ratios
+    stay comparable.  (Also used by ``peer_hermes.py`` in Hermes' own venv.)
+    """
+    timers = {key: timeit.Timer(stmt, globals=namespace) for key, stmt in statements.items()}
+    for timer in timers.values():  # warm-up
+        timer.timeit(max(number // 10, 100))
+    samples: dict[str, list[float]] = {key: [] for key in timers}
+    chunks = [number // CHUNKS + (1 if i < number % CHUNKS else 0) for i in range(CHUNKS)]
+    chunks = [c for c in chunks if c]
+    for _ in range(repeat):
+        spent = dict.fromkeys(timers, 0.0)
+        for chunk in chunks:
+            for key, timer in timers.items():
+                spent[key] += timer.timeit(chunk)
+        for key in timers:
+            samples[key].append(spent[key] / number * 1e6)
+    return samples
+
+
 def _plain_post(callbacks: list[Callable[..., Any]]) -> Callable[..., list[Any]]:
     def plain_func(**kwargs: Any) -> list[Any]:
         results = []
@@ -442,22 +471,7 @@ def bench_dispatch(number: int, repeat: int, log: Callable[[str], None]) -> dict
                 "SEP": "\n\n",
             }
             rows = dispatch_rows(hook)
-            timers = {key: timeit.Timer(stmt, globals=namespace) for key, stmt, _ in rows}
-            for timer in timers.values():  # warm-up
-                timer.timeit(max(number // 10, 100))
-            samples: dict[str, list[float]] = {key: [] for key in timers}
-            # Each repeat times `number` calls of every row, interleaved in
-            # CHUNKS slices round-robin, so that a slow moment of a busy machine
-            # hits all rows alike and the ratios stay comparable.
-            chunks = [number // CHUNKS + (1 if i < number % CHUNKS else 0) for i in range(CHUNKS)]
-            chunks = [c for c in chunks if c]
-            for _ in range(repeat):
-                spent = dict.fromkeys(timers, 0.0)
-                for chunk in chunks:
-                    for key, timer in timers.items():
-                        spent[key] += timer.timeit(chunk)
-                for key in timers:
-                    samples[key].append(spent[key] / number * 1e6)
+            samples = time_rows({key: stmt for key, stmt, _ in rows}, namespace, number, repeat)
             table = []
             for key, _, description in rows:
                 table.append(
@@ -499,6 +513,41 @@ def bench_dispatch(number: int, repeat: int, log: Callable[[str], None]) -> dict
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def bench_peer_dispatch(
+    peer_python: str, number: int, repeat: int, log: Callable[[str], None]
+) -> dict[str, Any]:
+    """Hermes Agent's own dispatch of the same 10 plugins, in its own venv (``peer_hermes.py``)."""
+    if os.sep in peer_python:
+        peer_python = os.path.abspath(peer_python)  # the child runs in a temporary folder
+    tmp = Path(tempfile.mkdtemp(prefix="hermes-bench-peer-"))
+    try:
+        home = tmp / "home"
+        names = write_hook_plugins(home / "plugins")
+        enabled = "".join(f"    - {name}\n" for name in names)
+        (home / "config.yaml").write_text(f"plugins:\n  enabled:\n{enabled}", encoding="utf-8")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("HERMES_")}
+        env["HOME"] = str(tmp)
+        script = Path(__file__).with_name("peer_hermes.py")
+        proc = subprocess.run(
+            [peer_python, str(script), str(home), str(number), str(repeat)],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp,
+            timeout=900,
+            check=False,
+        )
+        line = next((x for x in proc.stdout.splitlines() if x.startswith("PEER-RESULT ")), None)
+        if proc.returncode != 0 or line is None:
+            raise BenchError(
+                f"the Hermes peer failed (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr[-3000:]}"
+            )
+        log("  measured Hermes Agent")
+        return json.loads(line.split(" ", 1)[1])
+    finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
@@ -608,7 +657,25 @@ def environment() -> dict[str, Any]:
     }
 
 
-def print_report(env: dict[str, Any], settings: dict[str, Any], dispatch: Any, load: Any) -> None:
+def print_peer(dispatch: Any, peer: Any) -> None:
+    print(
+        "Hermes Agent: the same 10 plugin functions, loaded by its own discovery, in its own venv and process;"
+    )
+    print("each side's ratio is against its own plain loop, measured in the same process:")
+    header = f"{'hook':<15} {'Hermes µs':>10} {'Hermes/plain':>13} {'kernel/plain':>13} {'f(**kw)/plain':>14}"
+    print(header)
+    print("-" * len(header))
+    for hook, data in peer["hooks"].items():
+        ours = dispatch["hooks"][hook]["kernel_vs_plain"] if dispatch else float("nan")
+        print(
+            f"{hook:<15} {data['best_us']['hermes']:>10.3f} {data['hermes_vs_plain']:>12.2f}x "
+            f"{ours:>12.2f}x {data['plain_func_vs_plain']:>13.2f}x"
+        )
+
+
+def print_report(
+    env: dict[str, Any], settings: dict[str, Any], dispatch: Any, load: Any, peer: Any = None
+) -> None:
     print("hermes-kernel benchmark")
     print(
         f"Python {env['python']} ({env['implementation']}), pluggy {env['pluggy']}, "
@@ -619,6 +686,9 @@ def print_report(env: dict[str, Any], settings: dict[str, Any], dispatch: Any, l
     if dispatch is not None:
         print()
         print_dispatch(settings, dispatch)
+    if peer is not None:
+        print()
+        print_peer(dispatch, peer)
     if load is not None:
         print()
         print_load(settings, load)
@@ -701,6 +771,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--part", choices=("all", "dispatch", "load"), default="all", help="run only part A or part B"
     )
+    parser.add_argument(
+        "--peer-python",
+        metavar="PYTHON",
+        help="the interpreter of a venv with hermes-agent installed: also measure Hermes' own dispatch",
+    )
     options = parser.parse_args(argv)
 
     if options.quick:
@@ -716,20 +791,23 @@ def main(argv: list[str] | None = None) -> int:
 
     env = environment()
     try:
-        dispatch = load = None
+        dispatch = load = peer = None
         if options.part in ("all", "dispatch"):
             log("A. hook dispatch ...")
             dispatch = bench_dispatch(settings["number"], settings["repeat"], log)
+            if options.peer_python:
+                peer = bench_peer_dispatch(options.peer_python, settings["number"], settings["repeat"], log)
         if options.part in ("all", "load"):
             log("B. discovery + load ...")
             load = bench_load(settings["counts"], settings["load_runs"], log)
     except BenchError as exc:
         print(f"benchmark setup error: {exc}", file=sys.stderr)
         return 2
-    print_report(env, settings, dispatch, load)
+    print_report(env, settings, dispatch, load, peer)
     if options.json:
         document = json.dumps(
-            {"environment": env, "settings": settings, "dispatch": dispatch, "load": load}, indent=2
+            {"environment": env, "settings": settings, "dispatch": dispatch, "load": load, "peer": peer},
+            indent=2,
         )
         if options.json == "-":
             print(document)
