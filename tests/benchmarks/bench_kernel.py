@@ -531,22 +531,10 @@ def bench_peer_dispatch(
         env = {k: v for k, v in os.environ.items() if not k.startswith("HERMES_")}
         env["HOME"] = str(tmp)
         script = Path(__file__).with_name("peer_hermes.py")
-        proc = subprocess.run(
-            [peer_python, str(script), str(home), str(number), str(repeat)],
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=tmp,
-            timeout=900,
-            check=False,
-        )
-        line = next((x for x in proc.stdout.splitlines() if x.startswith("PEER-RESULT ")), None)
-        if proc.returncode != 0 or line is None:
-            raise BenchError(
-                f"the Hermes peer failed (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr[-3000:]}"
-            )
+        command = [peer_python, str(script), str(home), str(number), str(repeat)]
+        report = child_report(command, "PEER-RESULT", env, tmp, 900, "the Hermes peer")
         log("  measured Hermes Agent")
-        return json.loads(line.split(" ", 1)[1])
+        return report
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -566,20 +554,22 @@ def write_generated_plugins(root: Path, n: int) -> None:
         (directory / "__init__.py").write_text(GEN_PLUGIN_CODE.format(tool=tool, index=i), encoding="utf-8")
 
 
-def run_load_child(home: Path, n: int, env: dict[str, str], cwd: Path) -> dict[str, Any]:
+def child_report(
+    command: list[str], marker: str, env: dict[str, str], cwd: Path, timeout: int, what: str
+) -> dict[str, Any]:
+    """Run a measuring child process; its result is the JSON on its ``<marker> `` line."""
     proc = subprocess.run(
-        [sys.executable, "-c", LOAD_CHILD_CODE, str(home), str(n)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-        timeout=300,
-        check=False,
+        command, capture_output=True, text=True, env=env, cwd=cwd, timeout=timeout, check=False
     )
-    line = next((x for x in proc.stdout.splitlines() if x.startswith("LOAD-RESULT ")), None)
+    line = next((x for x in proc.stdout.splitlines() if x.startswith(marker + " ")), None)
     if proc.returncode != 0 or line is None:
-        raise BenchError(f"load child failed (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    report = json.loads(line.split(" ", 1)[1])
+        raise BenchError(f"{what} failed (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr[-3000:]}")
+    return json.loads(line.split(" ", 1)[1])
+
+
+def run_load_child(home: Path, n: int, env: dict[str, str], cwd: Path) -> dict[str, Any]:
+    command = [sys.executable, "-c", LOAD_CHILD_CODE, str(home), str(n)]
+    report = child_report(command, "LOAD-RESULT", env, cwd, 300, "load child")
     if report["loaded"] != n or report["tools"] != n or report["hooks"] != n or report["plugins"] != n:
         raise BenchError(f"the child did not load all {n} plugins: {report}")
     return report
@@ -658,9 +648,7 @@ def environment() -> dict[str, Any]:
 
 
 def print_peer(dispatch: Any, peer: Any) -> None:
-    print(
-        "Hermes Agent: the same 10 plugin functions, loaded by its own discovery, in its own venv and process;"
-    )
+    print("Hermes Agent: the same 10 plugin functions, loaded by its own discovery, in its own venv;")
     print("each side's ratio is against its own plain loop, measured in the same process:")
     header = f"{'hook':<15} {'Hermes µs':>10} {'Hermes/plain':>13} {'kernel/plain':>13} {'f(**kw)/plain':>14}"
     print(header)
