@@ -476,38 +476,56 @@ class Kernel:
         return self._context_fn()(**kwargs)
 
     def _context_fn(self) -> Callable[..., str]:
-        """``pre_llm_context`` as one function: the fast loop merges as it goes, like ``invoke_hook``'s."""
-        fast_get, failed, piece, slow = (
+        """``pre_llm_context`` as one function, like ``invoke_hook``'s hot loop.
+
+        The loop keeps one entry per callback (``None`` for no answer or a
+        failure), so that the common case — every answer a non-blank string —
+        is checked and joined in C after it; any other answer is then read
+        with its callback known (:meth:`_context_pieces`).
+        """
+        fast_get, failed, pieces, slow = (
             self._fast.get,
             self._hooks.failed,
-            self._context_piece,
+            self._context_pieces,
             self._slow_context,
         )
-        strip, join, text = str.strip, "\n\n".join, str
+        strip, join = str.strip, "\n\n".join
 
         def pre_llm_context(**kwargs: Any) -> str:
             chain = fast_get("pre_llm_call")
             if chain is None:
                 return slow(kwargs)
-            results: list[str] = []
+            results: list[Any] = []
             append = results.append
             for call in chain.calls:
                 try:
-                    result = call(**kwargs)
+                    append(call(**kwargs))
                 except BaseException as exc:
                     failed(chain, call, exc)
-                    continue
-                if result is not None:
-                    if type(result) is not text:
-                        result = piece(chain, call, result)
-                        if result is None:
-                            continue
-                    append(result)
-            if all(map(strip, results)):
-                return join(results)
-            return join([r for r in results if strip(r)])
+                    append(None)
+            try:
+                # str.strip, a C method, runs no method of a str subclass; anything else is a TypeError.
+                if all(map(strip, results)):
+                    return join(results)
+            except TypeError:
+                pass
+            return join(pieces(chain, results))
 
         return pre_llm_context
+
+    def _context_pieces(self, chain: Any, results: list[Any]) -> list[str]:
+        """The context pieces of a fast-path call's answers (one per callback), in order."""
+        out = []
+        for call, result in zip(chain.calls, results, strict=True):
+            if result is None:
+                continue
+            if type(result) is not str:
+                result = self._context_piece(chain, call, result)
+                if result is None:
+                    continue
+            if str.strip(result):
+                out.append(result)
+        return out
 
     def _slow_context(self, kwargs: dict[str, Any]) -> str:
         request = Request(pairs=[])
