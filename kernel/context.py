@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import difflib
+import functools
 import logging
 import types
 from collections.abc import Callable, Iterable, Mapping
@@ -22,6 +23,23 @@ from .tools import ToolConflict
 
 if TYPE_CHECKING:
     from .kernel import Kernel, _Record
+
+
+def _live(method: Callable[..., Any]) -> Callable[..., Any]:
+    """Refuse ``method`` once the plugin is no longer registered (unloaded, blocked, rolled back,
+    or its kernel shut down): a thread it left behind cannot add anything any more."""
+
+    @functools.wraps(method)
+    def guarded(self: PluginContext, *args: Any, **kwargs: Any) -> Any:
+        kernel, record = self._kernel, self._record
+        if kernel._closed or record.obj is None or kernel._records.get(record.name) is not record:
+            raise PluginError(
+                f"plugin '{record.name}' is not registered with the kernel any more: "
+                f"{method.__name__} refused"
+            )
+        return method(self, *args, **kwargs)
+
+    return guarded
 
 
 class PluginContext:
@@ -77,6 +95,7 @@ class PluginContext:
 
     # -- tools and hooks -------------------------------------------------------
 
+    @_live
     def register_tool(
         self,
         name: str,
@@ -119,6 +138,7 @@ class PluginContext:
         self._undo.append(lambda: self._kernel.tools.unregister(tool.name))
         self._undo.append(lambda: record.tools.remove(tool.name))
 
+    @_live
     def register_hook(self, name: str, callback: Callable[..., Any]) -> None:
         """Call ``callback`` with keyword arguments whenever hook ``name`` fires.
 
@@ -143,6 +163,7 @@ class PluginContext:
             )
         self._add_hook(name, callback)
 
+    @_live
     def add_hookspecs(self, module_or_class: Any) -> None:
         """Declare hooks of this plugin's own: functions marked with ``kernel.hookspec``.
 
@@ -154,15 +175,15 @@ class PluginContext:
         # An impl of another plugin that does not fit is disabled, not this plugin's failure.
         self._kernel.pm.add_hookspecs_for(module_or_class, strict=False)
 
+    @_live
     def _add_hook(self, name: str, callback: Callable[..., Any], tier: int = NORMAL) -> None:
         kernel, record = self._kernel, self._record
-        if record.obj is None:
-            raise PluginError(f"plugin '{record.name}' is not registered with the kernel any more")
         cb = kernel._hooks.add(record.obj, record.name, name, callback, tier=tier)
         record.callbacks.append(cb)
         self._undo.append(lambda: kernel._hooks.remove(cb))
         self._undo.append(lambda: record.callbacks.remove(cb))
 
+    @_live
     def dispatch_tool(
         self,
         tool_name: str,
@@ -187,6 +208,7 @@ class PluginContext:
 
     # -- commands ----------------------------------------------------------------
 
+    @_live
     def register_command(
         self,
         name: str,
@@ -219,6 +241,7 @@ class PluginContext:
         self._undo.append(lambda: kernel.commands.unregister(command.name))
         self._undo.append(lambda: record.commands.remove(command.name))
 
+    @_live
     def register_cli_command(
         self,
         name: str,
@@ -252,6 +275,7 @@ class PluginContext:
 
     # -- skills ------------------------------------------------------------------
 
+    @_live
     def register_skill(
         self, name: str, path: str | Path, description: str = "", frontmatter: Any = None
     ) -> None:
@@ -272,34 +296,42 @@ class PluginContext:
 
     # -- provider slots ------------------------------------------------------------
 
+    @_live
     def register_memory_provider(self, provider: Any) -> None:
         """Offer a :class:`~kernel.providers.MemoryProvider`; ``memory.provider`` selects one."""
         self._offer("memory", provider)
 
+    @_live
     def register_context_engine(self, engine: Any) -> None:
         """Offer a :class:`~kernel.providers.ContextEngine`; ``context.engine`` selects one."""
         self._offer("context_engine", engine)
 
+    @_live
     def register_image_gen_provider(self, provider: Any) -> None:
         """Offer an :class:`~kernel.providers.ImageGenProvider`; ``image_gen.provider`` selects one."""
         self._offer("image_gen", provider)
 
+    @_live
     def register_model_provider(self, profile: Any) -> None:
         """Offer a :class:`~kernel.providers.ProviderProfile` (like ``register_provider``)."""
         self._offer("model_provider", profile)
 
+    @_live
     def register_web_search_provider(self, provider: Any) -> None:
         """Offer a :class:`~kernel.providers.WebSearchProvider`; ``web_search.provider`` selects one."""
         self._offer("web_search", provider)
 
+    @_live
     def register_video_gen_provider(self, provider: Any) -> None:
         """Offer a :class:`~kernel.providers.VideoGenProvider`; ``video_gen.provider`` selects one."""
         self._offer("video_gen", provider)
 
+    @_live
     def register_tts_provider(self, provider: Any) -> None:
         """Offer a text-to-speech provider; ``tts.provider`` may name it (command providers win)."""
         self._offer("tts", provider)
 
+    @_live
     def register_transcription_provider(self, provider: Any) -> None:
         """Offer a speech-to-text provider; ``stt.provider`` may name it (command providers win)."""
         self._offer("transcription", provider)
@@ -312,6 +344,7 @@ class PluginContext:
 
     # -- platforms ---------------------------------------------------------------
 
+    @_live
     def register_platform(
         self,
         name: str,
@@ -358,6 +391,7 @@ class PluginContext:
 
     # -- middleware and messages ------------------------------------------------
 
+    @_live
     def register_middleware(self, kind: str, fn: Callable[..., Any]) -> None:
         """Wrap an operation of the kernel: ``tool_execution``, ``llm_request`` or ``llm_execution``.
 
@@ -369,6 +403,7 @@ class PluginContext:
         self._undo.append(lambda: kernel.middleware.remove(item))
         self._undo.append(lambda: record.middleware.remove(kind))
 
+    @_live
     def inject_message(self, content: str, role: str = "user") -> bool:
         """Queue a message for the conversation: the next model call of a session sees it.
 
@@ -389,6 +424,7 @@ class PluginContext:
         """``plugins.entries.<plugin_id>.settings.<key>`` (dotted), or ``default``."""
         return copy.deepcopy(get_setting(self._kernel.config, self.plugin_id, key, default))
 
+    @_live
     def set_config(self, key: str, value: Any) -> None:
         """Store ``value`` at this plugin's ``settings.<key>`` in ``<home>/config.yaml``, atomically.
 

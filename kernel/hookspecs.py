@@ -5,7 +5,9 @@ docstring is the reference for that hook: when it fires, what each argument
 holds, what a return value means and what a failing callback does.
 
 Two kinds of callbacks take part in every hook and are called in one order,
-alphabetical by plugin name (then registration order within a plugin):
+by tier (``tryfirst``, normal, ``trylast``) and alphabetical by plugin name
+within a tier (then registration order within a plugin); pluggy wrappers of
+both styles wrap the whole call:
 
 * Hermes-style callbacks, registered with ``ctx.register_hook(name, fn)``.
   They are called with keyword arguments.  A callback that accepts
@@ -15,11 +17,13 @@ alphabetical by plugin name (then registration order within a plugin):
   :data:`kernel.hookimpl` and named after the hook.  As with pluggy, they may
   declare any subset of the arguments listed here.
 
-Failure policy, unless a hook says otherwise: a callback that raises any
-``Exception`` (or ``SystemExit``) is logged with its plugin, hook and error and
+Failure policy, unless a hook says otherwise: a callback that raises anything
+(any ``Exception`` or other ``BaseException``), or returns something that
+fails when awaited or read, is logged with its plugin, hook and error and
 disabled for the life of the kernel; the other callbacks still run and the
-call returns their results.  ``KeyboardInterrupt`` and
-``asyncio.CancelledError`` propagate.  Coroutine functions are awaited.
+call returns their results.  Only ``KeyboardInterrupt`` in the main thread and
+an ``asyncio.CancelledError`` while the calling task is being cancelled
+propagate.  Coroutine functions are awaited.
 
 Hooks receive snapshots (copies) of conversation data: changing an argument
 changes nothing in the host; influence comes back only through return values.

@@ -141,8 +141,13 @@ class _Record:
         """A model provider plugin: imported on the first provider lookup, may self-register."""
         return self.kind == "model-provider" or self.name.startswith("model-providers/")
 
+    # The module-name part the kernel gave it (unique in its kernel); see :meth:`Kernel._claim_slug`.
+    claimed_slug: str | None = None
+
     @property
     def slug(self) -> str:
+        if self.claimed_slug is not None:
+            return self.claimed_slug
         slug = re.sub(r"\W", "_", self.name.replace("/", "__").replace("-", "_"))
         return f"_{slug}" if slug[:1].isdigit() else slug
 
@@ -225,6 +230,8 @@ class Kernel:
             self.log.warning("config_problem", detail=problem)
 
         self._records: dict[str, _Record] = {}
+        # Module-name parts in use by this kernel's plugins, and whose they are.
+        self._slugs: dict[str, str] = {}
         self._closed = False
         self._lock = threading.RLock()
         self.pm = KernelPluginManager(self)
@@ -863,6 +870,7 @@ class Kernel:
         assert record.path is not None
         init = record.path / "__init__.py"
         namespace = self._ensure_namespace_module()
+        self._claim_slug(record)
         module_name = f"{self._namespace}.{record.slug}"
         spec = importlib.util.spec_from_file_location(
             module_name, init, submodule_search_locations=[str(record.path)]
@@ -875,6 +883,19 @@ class Kernel:
         spec.loader.exec_module(module)
         setattr(namespace, record.slug, module)
         return module
+
+    def _claim_slug(self, record: _Record) -> None:
+        """Give ``record`` a module name of its own: names that slug alike (``dash-x``, ``dash_x``,
+        ``dash.x``) get ``_2``, ``_3``... in load order, so no plugin runs another's module."""
+        if record.claimed_slug is not None:
+            return
+        base = record.slug
+        slug, n = base, 1
+        while self._slugs.get(slug, record.name) != record.name:
+            n += 1
+            slug = f"{base}_{n}"
+        self._slugs[slug] = record.name
+        record.claimed_slug = slug
 
     def _check_declarations(self, record: _Record) -> None:
         manifest = record.manifest
@@ -1090,6 +1111,8 @@ class Kernel:
         record = self._records.pop(name, None)
         if record is not None:
             self._unload(record)
+            if record.claimed_slug is not None and self._slugs.get(record.claimed_slug) == name:
+                del self._slugs[record.claimed_slug]
 
     def _unload(self, record: _Record) -> None:
         """Remove everything ``record`` registered; the record itself stays as it is."""

@@ -162,6 +162,15 @@ def _check_json_schema(name: str, schema: Any, where: str = "parameters") -> Non
             _check_json_schema(name, schema[key], f"{where}.{key}")
 
 
+# Tools of the kernel's own, registered on demand: no plugin may take their names.
+RESERVED_TOOLS = {"skill_view": "builtin"}
+
+# Bounds on a call's arguments (from the model or a plugin): nesting depth, values, JSON text size.
+MAX_ARGS_DEPTH = 100
+MAX_ARGS_VALUES = 100_000
+MAX_ARGS_CHARS = 10_000_000
+
+
 def error_json(message: str, **extra: Any) -> str:
     return json.dumps({"error": message, **extra}, ensure_ascii=False, default=str)
 
@@ -206,6 +215,9 @@ class ToolRegistry:
             existing = self._tools.get(name)
             if existing is not None:
                 raise ToolConflict(name, existing.plugin, plugin)
+            keeper = RESERVED_TOOLS.get(name)
+            if keeper is not None and plugin != keeper:
+                raise ToolConflict(name, keeper, plugin)
             tool = Tool(
                 name=name,
                 toolset=str(toolset or plugin),
@@ -397,13 +409,16 @@ class ToolRegistry:
 
 
 class ToolConflict(ToolRegistrationError):
-    """A tool name that another plugin already owns."""
+    """A tool name that another plugin already owns (or that the kernel keeps for its own tool)."""
 
     def __init__(self, name: str, owner: str, plugin: str) -> None:
         self.name, self.owner, self.plugin = name, owner, plugin
-        super().__init__(
-            f"tool '{name}' of plugin '{plugin}' was refused: plugin '{owner}' already registered it"
+        reason = (
+            "the kernel keeps that name for its own tool"
+            if owner == RESERVED_TOOLS.get(name)
+            else f"plugin '{owner}' already registered it"
         )
+        super().__init__(f"tool '{name}' of plugin '{plugin}' was refused: {reason}")
 
 
 def _env_names(name: str, requires_env: Iterable[str] | None) -> tuple[str, ...]:
@@ -427,13 +442,38 @@ def _coerce_args(args: Any) -> tuple[dict[str, Any], str | None]:
     if isinstance(args, str):
         if not args.strip():
             return {}, None
+        if len(args) > MAX_ARGS_CHARS:
+            return {}, f"arguments are {len(args):,} characters of JSON; at most {MAX_ARGS_CHARS:,} are read"
         try:
             args = json.loads(args)
+        except RecursionError:
+            return {}, f"arguments are nested deeper than {MAX_ARGS_DEPTH} levels"
         except ValueError as exc:
             return {}, f"arguments are not valid JSON: {exc}"
     if not isinstance(args, dict):
         return {}, f"arguments must be a JSON object, not {type(args).__name__}"
-    return args, None
+    return args, _shape_problem(args)
+
+
+def _shape_problem(value: Any) -> str | None:
+    """Why ``value`` is too deep or too large to pass on (``None`` when it is fine); never recurses."""
+    stack = [(value, 1)]
+    seen = 0
+    while stack:
+        item, depth = stack.pop()
+        seen += 1
+        if seen > MAX_ARGS_VALUES:
+            return f"arguments hold more than {MAX_ARGS_VALUES:,} values"
+        if isinstance(item, dict):
+            children: Iterable[Any] = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        if depth > MAX_ARGS_DEPTH:
+            return f"arguments are nested deeper than {MAX_ARGS_DEPTH} levels"
+        stack.extend((child, depth + 1) for child in children)
+    return None
 
 
 def _as_json_text(text: str) -> str:
