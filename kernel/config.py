@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 from collections.abc import Mapping
@@ -12,8 +13,7 @@ import yaml
 from dotenv import dotenv_values
 
 from .manifest import yaml_problem
-
-_SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+from .safe_yaml import MAX_CONFIG_BYTES, MAX_DOTENV_BYTES, read_yaml
 
 TRUTHY = frozenset({"1", "true", "yes", "on"})
 
@@ -44,7 +44,7 @@ def load_config(home: Path, override: Mapping[str, Any] | None) -> tuple[dict[st
     path = home / "config.yaml"
     if path.is_file():
         try:
-            loaded = yaml.load(path.read_text(encoding="utf-8-sig"), Loader=_SafeLoader)  # noqa: S506
+            loaded = read_yaml(path, MAX_CONFIG_BYTES, "config.yaml")
         except (OSError, UnicodeDecodeError) as exc:
             problems.append(f"{path}: cannot read the file ({exc}); using defaults")
         except yaml.YAMLError as exc:
@@ -56,6 +56,13 @@ def load_config(home: Path, override: Mapping[str, Any] | None) -> tuple[dict[st
                 problems.append(
                     f"{path}: the top level must be a mapping, not {type(loaded).__name__}; using defaults"
                 )
+    dotenv = home / ".env"
+    with contextlib.suppress(OSError):
+        if dotenv.is_file() and dotenv.stat().st_size > MAX_DOTENV_BYTES:
+            problems.append(
+                f"{dotenv}: {dotenv.stat().st_size:,} bytes; .env files are read up to "
+                f"{MAX_DOTENV_BYTES:,} bytes, so none of its variables is set (make it smaller)"
+            )
     if override:
         data = deep_merge(data, override)
     return data, problems
@@ -78,6 +85,8 @@ def read_dotenv(home: Path) -> dict[str, str]:
     if not path.is_file():
         return {}
     try:
+        if path.stat().st_size > MAX_DOTENV_BYTES:
+            return {}  # reported once by load_config
         values = dotenv_values(path, interpolate=False)
     except (OSError, UnicodeDecodeError):
         return {}

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import yaml
 
 from .config import section
+from .safe_yaml import MAX_CONFIG_BYTES, data_problem, read_yaml
 
 _SEGMENT = re.compile(r"^[A-Za-z0-9_-]+$")
 _MISSING = object()
@@ -64,6 +65,9 @@ def write_setting(home: Path, config: dict[str, Any], plugin_id: str, key: str, 
     crash mid-write lose nothing.  A malformed file is left untouched.
     """
     parts = split_key(plugin_id, key)
+    problem = data_problem(value)
+    if problem is not None:
+        raise ValueError(f"plugin '{plugin_id}': setting {key!r} cannot be stored: it holds {problem}")
     try:
         yaml.safe_dump(value)
     except yaml.YAMLError as exc:
@@ -99,9 +103,11 @@ def update_config(
         data: Any = {}
         if path.is_file():
             try:
-                data = yaml.safe_load(path.read_text(encoding="utf-8-sig")) or {}
+                data = read_yaml(path, MAX_CONFIG_BYTES, "config.yaml") or {}
             except yaml.YAMLError as exc:
                 raise ValueError(f"{path} is not valid YAML; not writing {what}: {exc}") from None
+            except (OSError, UnicodeDecodeError) as exc:
+                raise ValueError(f"{path} cannot be read; not writing {what}: {exc}") from None
             if not isinstance(data, dict):
                 raise ValueError(f"{path}: the top level is not a mapping; not writing {what}")
         before = copy.deepcopy(data)

@@ -24,6 +24,7 @@ import yaml
 
 from ..hooks import plugin_order
 from ..manifest import yaml_problem
+from ..safe_yaml import MAX_HOOK_BYTES, read_yaml
 from . import SurfaceError
 
 if TYPE_CHECKING:
@@ -46,7 +47,6 @@ KNOWN_EVENTS = (
     "agent:end",
 )
 _EVENT = re.compile(r"^[a-z][a-z0-9_]*:(\*|[A-Za-z0-9_.-]+)$")
-_SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def load(kernel: Kernel) -> None:
@@ -69,7 +69,7 @@ def _add_folder(kernel: Kernel, folder: Path) -> None:
     manifest_path = folder / MANIFEST
     if manifest_path.is_file():
         try:
-            data = yaml.load(manifest_path.read_text(encoding="utf-8-sig"), Loader=_SafeLoader)  # noqa: S506
+            data = read_yaml(manifest_path, MAX_HOOK_BYTES, MANIFEST)
         except (OSError, UnicodeDecodeError, yaml.YAMLError):
             data = None  # reported by setup, on the record
         if isinstance(data, dict):
@@ -110,7 +110,7 @@ class _FolderHook:
         if not path.is_file():
             raise self._fail(f"{MANIFEST} is missing", f"add {MANIFEST} with an 'events' list")
         try:
-            data = yaml.load(path.read_text(encoding="utf-8-sig"), Loader=_SafeLoader)  # noqa: S506
+            data = read_yaml(path, MAX_HOOK_BYTES, MANIFEST)
         except (OSError, UnicodeDecodeError) as exc:
             raise self._fail(f"cannot read {MANIFEST}: {exc}", "check the file") from None
         except yaml.YAMLError as exc:

@@ -1,0 +1,183 @@
+"""Files from outside the kernel's control that try to hang or exhaust it: YAML alias bombs,
+self-references and oversized files, in manifests, ``config.yaml`` and ``HOOK.yaml``, and
+values a plugin stores with ``ctx.set_config``.
+
+Each is refused with a message naming the file and what to do, the rest of the
+kernel keeps working, and the CLI commands that would fix the problem still run
+(real subprocesses; their ``timeout`` only guards against a hang, it is not a
+performance assertion).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import types
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from conftest import CLI, cli_env
+
+from kernel import Kernel
+from kernel.safe_yaml import MAX_NODES, load_yaml
+
+# Nine levels of ten aliases: 10**9 values once expanded.
+BOMB = "\n".join(
+    ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    + [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 9)]
+)
+SELF_REFERENCE = "loop: &loop [1, *loop]\n"
+
+
+def cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CLI, *args],
+        capture_output=True,
+        text=True,
+        env=cli_env(home),
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        (BOMB, "alias bomb"),
+        (SELF_REFERENCE, "self-reference"),
+        ("name: x\nauthor: &a {name: *a}\n", "self-reference"),
+    ],
+)
+def test_loader_refuses_bombs_and_self_references(text: str, problem: str) -> None:
+    """The loader counts what aliases expand to over the parser's events, before building anything."""
+    with pytest.raises(yaml.YAMLError, match=problem):
+        load_yaml(text)
+
+
+def test_loader_keeps_ordinary_aliases() -> None:
+    """Aliases that expand to a sane size are YAML as usual."""
+    text = "base: &base {model: m, retries: 2}\nfirst: *base\nsecond: *base\nstar: '*not an alias*'\n"
+    data = load_yaml(text)
+    assert data["first"] == data["second"] == {"model": "m", "retries": 2}
+    assert data["star"] == "*not an alias*"
+    wide = (
+        "a: &a [" + ", ".join(["x"] * 1000) + "]\nb: [" + ", ".join(["*a"] * (MAX_NODES // 1000 - 2)) + "]\n"
+    )
+    assert len(load_yaml(wide)["b"]) == MAX_NODES // 1000 - 2
+
+
+@pytest.mark.parametrize("body", [BOMB, SELF_REFERENCE])
+def test_a_bombed_manifest_disables_only_that_plugin(
+    plugin_dir: Callable[..., Path], make_kernel: Callable[..., Kernel], home: Path, body: str
+) -> None:
+    """A manifest with a bomb (in any field) is that plugin's error, naming the file and the line;
+    the other plugins load, and ``plugins list`` answers."""
+    bad = plugin_dir("bombed", manifest="name: bombed\n" + body + "\n")
+    plugin_dir("fine")
+    k = make_kernel()
+    info = k.plugin("bombed")
+    assert not info.enabled and info.error is not None
+    assert str(bad / "plugin.yaml") in info.error and "line" in info.error
+    assert k.plugin("fine").enabled
+    proc = cli(home, "plugins", "list", "--json")
+    assert proc.returncode == 0, proc.stderr
+    listed = {p["name"]: p for p in json.loads(proc.stdout)}
+    assert listed["fine"]["enabled"] and not listed["bombed"]["enabled"]
+
+
+def test_an_oversized_manifest_is_refused_without_being_parsed(
+    plugin_dir: Callable[..., Path], make_kernel: Callable[..., Kernel]
+) -> None:
+    """A 3 MB ``plugin.yaml`` (the limit is 1 MiB) is refused with its size and the limit."""
+    big = plugin_dir("big", manifest="name: big\ndescription: " + "x" * 3_000_000 + "\n")
+    k = make_kernel()
+    error = k.plugin("big").error or ""
+    assert str(big / "plugin.yaml") in error and "read up to 1,048,576 bytes" in error
+
+
+@pytest.mark.parametrize("body", [BOMB, SELF_REFERENCE])
+def test_a_bombed_config_is_reported_and_the_fixing_commands_still_run(
+    plugin_dir: Callable[..., Path], home: Path, body: str
+) -> None:
+    """A bombed ``config.yaml``: the kernel starts on defaults with a problem naming the file; the
+    CLI answers (``doctor`` reports it; ``plugins disable`` refuses to write, naming the file)."""
+    plugin_dir("fine")
+    (home / "config.yaml").write_text(body + "\n", encoding="utf-8")
+    with Kernel(home=home) as k:
+        assert any(str(home / "config.yaml") in p for p in k.problems), k.problems
+        k.load()
+        assert k.plugin("fine").enabled
+    doctor = cli(home, "doctor")
+    assert str(home / "config.yaml") in doctor.stdout + doctor.stderr
+    disable = cli(home, "plugins", "disable", "fine")
+    assert disable.returncode != 0
+    assert str(home / "config.yaml") in disable.stdout + disable.stderr
+    assert (home / "config.yaml").read_text(encoding="utf-8") == body + "\n"  # left untouched
+
+
+def test_an_oversized_config_is_refused(home: Path) -> None:
+    (home / "config.yaml").write_text("# " + "x" * (5 * 1024 * 1024) + "\n", encoding="utf-8")
+    with Kernel(home=home) as k:
+        assert any("read up to 4,194,304 bytes" in p for p in k.problems), k.problems
+
+
+def test_an_oversized_dotenv_is_refused_and_reported(home: Path, plugin_dir: Callable[..., Path]) -> None:
+    """A 2 MB ``.env`` (the limit is 1 MiB): none of it is exported, and the kernel says why."""
+    (home / ".env").write_text("BIG_TOKEN=1\n" + "# padding\n" * 250_000, encoding="utf-8")
+    plugin_dir("needs", manifest={"name": "needs", "requires_env": ["BIG_TOKEN"]})
+    with Kernel(home=home) as k:
+        assert any(".env files are read up to 1,048,576 bytes" in p for p in k.problems), k.problems
+        k.load()
+        assert not k.plugin("needs").enabled and "BIG_TOKEN" in (k.plugin("needs").error or "")
+
+
+def test_a_bombed_hook_folder_is_a_listed_error(make_kernel: Callable[..., Kernel], home: Path) -> None:
+    """``<home>/hooks/<name>/HOOK.yaml`` with a bomb: the folder's record carries the error."""
+    folder = home / "hooks" / "bombed"
+    folder.mkdir(parents=True)
+    (folder / "HOOK.yaml").write_text("events: [agent:end]\n" + BOMB + "\n", encoding="utf-8")
+    (folder / "handler.py").write_text("def handle(event, context):\n    pass\n", encoding="utf-8")
+    k = make_kernel()
+    info = next(p for p in k.plugins if p.name == "hooks:bombed")
+    assert not info.enabled and "alias bomb" in (info.error or "")
+
+
+def shared_bomb() -> Any:
+    level: Any = ["x"] * 10
+    for _ in range(8):
+        level = [level] * 10
+    return level
+
+
+def recursive() -> Any:
+    value: list[Any] = [1]
+    value.append(value)
+    return value
+
+
+@pytest.mark.parametrize(
+    ("make", "problem"),
+    [
+        (recursive, "appears twice"),
+        (shared_bomb, "appears twice"),
+        (lambda: list(range(20_000)), "more than 10,000 values"),
+    ],
+)
+def test_set_config_refuses_values_that_would_make_the_file_unreadable(
+    make_kernel: Callable[..., Kernel], home: Path, make: Callable[[], Any], problem: str
+) -> None:
+    """A plugin storing a value that contains itself, a shared-structure bomb or a huge value gets a
+    ``ValueError``; ``config.yaml`` stays readable for everyone and the plugin keeps working."""
+    kept: dict[str, Any] = {}
+    k = make_kernel()
+    k.register(types.SimpleNamespace(register=lambda ctx: kept.update(ctx=ctx)), name="writer")
+    ctx = kept["ctx"]
+    ctx.set_config("ok", {"a": [1, 2]})
+    with pytest.raises(ValueError, match=problem):
+        ctx.set_config("bad", make())
+    with Kernel(home=home) as fresh:
+        assert fresh.problems == []
+        assert fresh.config["plugins"]["entries"]["writer"]["settings"] == {"ok": {"a": [1, 2]}}
