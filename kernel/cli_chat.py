@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from .kernel import Kernel
-from .log import SECRET_KEY
+from .log import redacted
 
 if TYPE_CHECKING:
     from .agent import AgentSession, TurnResult
@@ -133,17 +133,6 @@ def _usage_line(result: TurnResult) -> str:
     return f"{calls}, {usage.get('input_tokens', 0)} tokens in, {usage.get('output_tokens', 0)} out"
 
 
-def _redacted(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {
-            k: ("***" if SECRET_KEY.search(str(k)) and v not in (None, "") else _redacted(v))
-            for k, v in value.items()
-        }
-    if isinstance(value, list):
-        return [_redacted(v) for v in value]
-    return value
-
-
 def install_host_commands(kernel: Kernel, session: AgentSession, chat: Chat | None = None) -> None:
     """Answer the host's built-in slash commands (``/new``, ``/model``, ...) for ``session``."""
     commands = kernel.commands
@@ -196,7 +185,7 @@ def install_host_commands(kernel: Kernel, session: AgentSession, chat: Chat | No
     def config(_args: str) -> str:
         import yaml
 
-        text = yaml.safe_dump(_redacted(copy.deepcopy(kernel.config)), sort_keys=False, allow_unicode=True)
+        text = yaml.safe_dump(redacted(copy.deepcopy(kernel.config)), sort_keys=False, allow_unicode=True)
         return f"Configuration ({kernel.home / 'config.yaml'}, secrets hidden):\n{text.rstrip() or '{}'}"
 
     def compress(args: str) -> str:

@@ -27,11 +27,45 @@ from typing import Any
 
 import structlog
 
-# Whole words of a key: "api_key", "auth_token", "client_secret" are secret; "input_tokens" is not.
-SECRET_KEY = re.compile(
-    r"(^|[_-])(api[_-]?key|apikey|token|secret|password|passwd|authorization|credentials?|bearer)($|[_-])",
-    re.I,
+# Words of a key name that make its value a secret: "api_key", "apiKey", "x-api-key", "accessToken",
+# "clientSecret", "Authorization"... are secret; "input_tokens" and "max_tokens" are not.
+_SECRET_WORDS = frozenset(
+    {"token", "secret", "password", "passwd", "passphrase", "authorization", "credential", "credentials"}
+    | {"bearer", "apikey", "cookie"}
 )
+_SECRET_PAIRS = frozenset({("api", "key"), ("private", "key"), ("access", "key"), ("secret", "key")})
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_WORD_BREAK = re.compile(r"[^a-z0-9]+")
+
+
+def is_secret_key(name: Any) -> bool:
+    """Whether a key (of a log field, a mapping, an environment variable) names a secret.
+
+    The name is split into words at separators and camelCase humps; it is a
+    secret when one word is (``token``, ``secret``, ``password``,
+    ``authorization``...) or two adjacent words are (``api key``, ``private
+    key``, ``access key``).
+    """
+    words = [w for w in _WORD_BREAK.split(_CAMEL.sub("_", str(name)).lower()) if w]
+    if any(w in _SECRET_WORDS for w in words):
+        return True
+    return any(pair in _SECRET_PAIRS for pair in itertools.pairwise(words))
+
+
+def redacted(value: Any, depth: int = 0) -> Any:
+    """``value`` with the values of secret-named keys replaced, in nested mappings and lists too."""
+    if depth > 20:
+        return value
+    if isinstance(value, dict):
+        return {
+            k: (_REDACTED if is_secret_key(k) and v not in (None, "") else redacted(v, depth + 1))
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [redacted(v, depth + 1) for v in value]
+    return value
+
+
 _REDACTED = "***"
 _counter = itertools.count(1)
 
@@ -44,10 +78,12 @@ _PARENT.addHandler(logging.NullHandler())
 
 
 def redact_secrets(_logger: Any, _method: str, event: dict[str, Any]) -> dict[str, Any]:
-    """Replace the values of secret-looking keys so that they never reach a log."""
-    for key in event:
-        if SECRET_KEY.search(key):
+    """Replace the values of secret-named keys (at any depth) so that they never reach a log."""
+    for key, value in event.items():
+        if is_secret_key(key):
             event[key] = _REDACTED
+        elif isinstance(value, dict | list | tuple):
+            event[key] = redacted(value)
     return event
 
 

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..config import read_dotenv, section
-from ..log import SECRET_KEY
+from ..log import is_secret_key
 from . import end_process_group
 
 if TYPE_CHECKING:
@@ -749,7 +749,7 @@ def _tail(path: Path) -> str:
 
 
 def _secret_values() -> list[str]:
-    values = {v for k, v in os.environ.items() if SECRET_KEY.search(k) and len(v) >= 4}
+    values = {v for k, v in os.environ.items() if is_secret_key(k) and len(v) >= 4}
     return sorted(values, key=len, reverse=True)
 
 
@@ -764,7 +764,7 @@ def _child_environment(passthrough: frozenset[str], extra: Mapping[str, str]) ->
     env = {
         k: v
         for k, v in os.environ.items()
-        if not k.startswith(ENV_PREFIX) and (k in passthrough or not SECRET_KEY.search(k))
+        if not k.startswith(ENV_PREFIX) and (k in passthrough or not is_secret_key(k))
     }
     env.update(extra)
     return env

@@ -1,0 +1,83 @@
+"""Secrets under the names people actually give them stay out of ``agent.log`` and the chat.
+
+The key names below leaked before: camelCase, compound and header-style names
+(``apiKey``, ``accessToken``, ``clientSecret``, ``x-api-key``, ``Authorization``...)
+did not match the word list, in log fields and in the ``/config`` chat command.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from conftest import agent_log
+
+from kernel import Kernel
+from kernel.agent import AgentSession
+from kernel.cli_chat import install_host_commands
+from kernel.log import is_secret_key
+
+LEAKED_BEFORE = [
+    "apiKey",
+    "accessToken",
+    "clientSecret",
+    "x-api-key",
+    "Authorization",
+    "refreshToken",
+    "privateKey",
+    "OPENAI_API_KEY",
+    "APIKey",
+    "HTTPAuthorizationHeader",
+    "db.password",
+    "auth_token",
+]
+NOT_SECRETS = [
+    "input_tokens",
+    "max_tokens",
+    "prompt_tokens",
+    "model",
+    "keyboard",
+    "api_base",
+    "monkey",
+    "author",
+]
+
+
+@pytest.mark.parametrize("name", LEAKED_BEFORE)
+def test_secret_names_are_recognised(name: str) -> None:
+    assert is_secret_key(name)
+
+
+@pytest.mark.parametrize("name", NOT_SECRETS)
+def test_ordinary_names_are_not_secrets(name: str) -> None:
+    assert not is_secret_key(name)
+
+
+def test_secrets_are_redacted_in_log_fields_at_any_depth(
+    make_kernel: Callable[..., Kernel], home: Path
+) -> None:
+    """Top-level fields and fields nested in mappings and lists are redacted; the rest is kept."""
+    k = make_kernel()
+    values = {name: f"VALUE-{i}-s3cr3t" for i, name in enumerate(LEAKED_BEFORE)}
+    k.log.warning("request_failed", **{n.replace("-", "_").replace(".", "_"): v for n, v in values.items()})
+    k.log.warning(
+        "request_failed_nested", headers=dict(values), attempts=[{"apiKey": "NESTED-s3cr3t"}], model="m-1"
+    )
+    text = agent_log(home)
+    assert "s3cr3t" not in text, text
+    assert "m-1" in text and "request_failed_nested" in text
+
+
+def test_the_config_chat_command_hides_every_such_name(home: Path, bundled: Path) -> None:
+    """``/config`` shows the configuration with every secret-named value hidden."""
+    secrets = {name: f"CHAT-{i}-s3cr3t" for i, name in enumerate(LEAKED_BEFORE)}
+    with Kernel(
+        home=home, config={"model": {"provider": "x", "headers": secrets, "name": "visible-model"}}
+    ) as k:
+        k.load()
+        session = AgentSession(k)
+        install_host_commands(k, session)
+        shown = k.commands.run("/config") or ""
+    assert "visible-model" in shown
+    assert "s3cr3t" not in shown, shown
