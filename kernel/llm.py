@@ -88,9 +88,19 @@ class _Plan:
 class PluginLlm:
     """The model access of one plugin (``ctx.llm``)."""
 
+    __slots__ = ("__plugin", "_kernel")
+
     def __init__(self, kernel: Kernel, plugin_id: str) -> None:
         self._kernel = kernel
-        self.plugin_id = plugin_id
+        self.__plugin = plugin_id
+
+    @property
+    def plugin_id(self) -> str:
+        """The plugin this access belongs to: what the trust gate checks and the audit names.
+
+        Read-only: a plugin cannot borrow another plugin's grant by renaming itself.
+        """
+        return self.__plugin
 
     # -- chat -------------------------------------------------------------------------
 

@@ -141,8 +141,12 @@ def _assign(data: dict[str, Any], parts: tuple[str, ...], value: Any, path: Path
 def atomic_write(path: Path, text: str, mode: int | None = None) -> None:
     """Replace ``path`` with ``text`` atomically (temporary file in the same directory, fsync, rename).
 
-    The new file gets ``mode``, else the old file's mode, else ``0600``.
+    The new file gets ``mode``, else the old file's mode, else ``0600``.  A
+    symbolic link is written through: its target is replaced and the link
+    stays (a dotfiles repository keeps its file).
     """
+    if path.is_symlink():
+        path = path.resolve()
     path.parent.mkdir(parents=True, exist_ok=True)
     if mode is None:
         mode = path.stat().st_mode & 0o777 if path.exists() else 0o600

@@ -231,3 +231,38 @@ def test_the_kernels_event_loop_goes_with_it(make_kernel: Callable[..., Kernel])
         k.shutdown()
     assert loop_threads() == before_threads
     assert open_fds() - before_fds < 10
+
+
+def test_a_plugin_cannot_rename_itself_for_the_model_gate(make_kernel: Callable[..., Kernel]) -> None:
+    """The identity ``ctx.llm`` is checked and audited under cannot be changed by the plugin: neither
+    ``ctx.llm.plugin_id`` nor ``ctx.plugin_id`` can be assigned, and there is no instance dict to
+    slip another name into."""
+    kept: dict[str, Any] = {}
+    k = make_kernel()
+    k.register(types.SimpleNamespace(register=lambda ctx: kept.update(ctx=ctx)), name="borrower")
+    ctx = kept["ctx"]
+    with pytest.raises(AttributeError):
+        ctx.llm.plugin_id = "granted"
+    with pytest.raises(AttributeError):
+        ctx.plugin_id = "granted"
+    assert not hasattr(ctx.llm, "__dict__")
+    assert ctx.llm.plugin_id == "borrower"
+
+
+def test_a_symlinked_config_is_written_through(
+    make_kernel: Callable[..., Kernel], home: Path, tmp_path: Path
+) -> None:
+    """``config.yaml`` as a link into a dotfiles folder: ``set_config`` changes the target and the
+    link stays a link."""
+    dotfiles = tmp_path / "dotfiles"
+    dotfiles.mkdir()
+    target = dotfiles / "hermes-config.yaml"
+    target.write_text("model:\n  name: kept\n", encoding="utf-8")
+    (home / "config.yaml").symlink_to(target)
+    kept: dict[str, Any] = {}
+    k = make_kernel()
+    k.register(types.SimpleNamespace(register=lambda ctx: kept.update(ctx=ctx)), name="writer")
+    kept["ctx"].set_config("level", 3)
+    assert (home / "config.yaml").is_symlink()
+    text = target.read_text(encoding="utf-8")
+    assert "kept" in text and "level: 3" in text
