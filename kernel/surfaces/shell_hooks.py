@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import errno
 import fnmatch
 import inspect
 import json
@@ -31,6 +32,7 @@ import os
 import re
 import shlex
 import subprocess
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -57,6 +59,10 @@ REASON_CHARS = 400
 SHOWN_CHARS = 2000
 KILL_GRACE = 5.0
 TEST_SESSION = "hooks-test"
+# What is kept of a run's output (the rest is read and dropped), and the longest argument passed.
+MAX_STDOUT = 1024 * 1024
+MAX_STDERR = 64 * 1024
+MAX_ARGUMENT = 32 * 1024
 
 _PLACEHOLDER = re.compile(r"\{(tool_name|session_id|event)\}")
 _ENTRY_KEYS = frozenset({"command", "when", "matcher", "timeout", "fail_closed", "failClosed"})
@@ -98,15 +104,37 @@ class ShellHook:
             return "" if found is None else str(found)
 
         program, *rest = self.argv
-        return [program, *(_PLACEHOLDER.sub(value, arg) for arg in rest)]
+        argv = [program, *(_PLACEHOLDER.sub(value, arg) for arg in rest)]
+        for arg in argv:
+            if "\x00" in arg:
+                raise CarriedInput("an argument would hold a NUL byte")
+            if len(arg) > MAX_ARGUMENT:
+                raise CarriedInput(f"an argument would be {len(arg):,} characters (at most {MAX_ARGUMENT:,})")
+            try:
+                os.fsencode(arg)
+            except UnicodeEncodeError:
+                raise CarriedInput(
+                    "an argument would hold text that cannot be passed (a lone surrogate)"
+                ) from None
+        return argv
 
     def stdin_json(self, kwargs: Mapping[str, Any]) -> bytes:
-        """The event as the program reads it on stdin (UTF-8 JSON)."""
-        return _dumps(event_payload(self.event, kwargs)).encode("utf-8")
+        """The event as the program reads it on stdin: JSON in ASCII (``\\u`` escapes), always encodable."""
+        return _dumps(event_payload(self.event, kwargs)).encode("ascii")
 
     def run(self, kwargs: Mapping[str, Any]) -> HookRun:
-        """Run the command once for an event with ``kwargs``; never raises for the program's failures."""
-        run = HookRun(self, self.command_line(kwargs))
+        """Run the command once for an event with ``kwargs``; never raises for the program's failures.
+
+        A run that cannot start because of what the call carries (a NUL byte, an
+        oversized value, unencodable text in an argument) is marked so: a
+        ``pre_tool_call`` guard then blocks the call even when it fails open.
+        """
+        try:
+            run = HookRun(self, self.command_line(kwargs))
+        except CarriedInput as exc:
+            run = HookRun(self, list(self.argv), error=f"cannot run for this call: {exc}", refused_input=True)
+            interpret(run)
+            return run
         try:
             data = self.stdin_json(kwargs)
             proc = subprocess.Popen(
@@ -118,13 +146,13 @@ class ShellHook:
             )
         except (OSError, ValueError) as exc:
             run.error = f"could not start: {_os_error(exc)}"
+            run.refused_input = isinstance(exc, ValueError) or getattr(exc, "errno", None) == errno.E2BIG
             interpret(run)
             return run
         try:
-            out, err = proc.communicate(data, timeout=self.timeout)
-        except subprocess.TimeoutExpired:
-            end_process_group(proc)
-            out, err = _drain(proc)
+            out, err, cut = _communicate(proc, data, self.timeout)
+        except subprocess.TimeoutExpired as expired:
+            out, err, cut = expired.output or b"", expired.stderr or b"", False
             run.timed_out = True
             run.error = f"timed out after {self.timeout:g} s (its process group was killed)"
         except BaseException:  # KeyboardInterrupt and the like: leave nothing running
@@ -133,8 +161,14 @@ class ShellHook:
         run.exit_code = proc.returncode
         run.stdout = out.decode("utf-8", "replace")
         run.stderr = err.decode("utf-8", "replace")
+        if cut:
+            run.warnings.append(f"printed more than {MAX_STDOUT:,} bytes; only the first were read")
         interpret(run)
         return run
+
+
+class CarriedInput(ValueError):
+    """A shell hook that cannot run because of what the call carries."""
 
 
 @dataclass
@@ -148,6 +182,8 @@ class HookRun:
     stderr: str = ""
     error: str | None = None
     timed_out: bool = False
+    # It could not start because of what the call carries (a guard then blocks).
+    refused_input: bool = False
     output: Any = None
     result: Any = None
     warnings: list[str] = field(default_factory=list)
@@ -208,7 +244,7 @@ def interpret(run: HookRun) -> None:
     hook = run.hook
     gate = hook.event == "pre_tool_call"
     if run.error is not None:
-        if gate and hook.fail_closed:
+        if gate and (hook.fail_closed or run.refused_input):
             run.result = _failed_closed(hook, run.error)
         return
     text = run.stdout.strip()
@@ -309,16 +345,58 @@ def _parse_json(text: str) -> tuple[Any, str | None]:
 # --------------------------------------------------------------------------- processes
 
 
-def _drain(proc: subprocess.Popen[bytes]) -> tuple[bytes, bytes]:
-    """Whatever the killed group wrote; gives up if something outside the group holds the pipes."""
+def _communicate(proc: subprocess.Popen[bytes], data: bytes, timeout: float) -> tuple[bytes, bytes, bool]:
+    """Feed ``data``, wait at most ``timeout`` s, and read at most MAX_STDOUT / MAX_STDERR bytes.
+
+    Output past the caps is read and dropped, so a flood costs no memory.
+    When the command ends, its whole process group is ended too: a daemon it
+    started does not outlive the hook.  On a timeout the group is killed and
+    ``TimeoutExpired`` carries what was read.  Returns ``(stdout, stderr, cut)``.
+    """
+    kept = {"out": bytearray(), "err": bytearray()}
+    cut = {"out": False}
+
+    def read(pipe: Any, key: str, cap: int) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            while block := pipe.read1(65536):
+                room = cap - len(kept[key])
+                if room > 0:
+                    kept[key] += block[:room]
+                if len(block) > room and key == "out":
+                    cut["out"] = True
+
+    def write() -> None:
+        with contextlib.suppress(OSError, ValueError):
+            proc.stdin.write(data)
+        with contextlib.suppress(OSError, ValueError):
+            proc.stdin.close()
+
+    threads = [
+        threading.Thread(target=read, args=(proc.stdout, "out", MAX_STDOUT), daemon=True),
+        threading.Thread(target=read, args=(proc.stderr, "err", MAX_STDERR), daemon=True),
+        threading.Thread(target=write, daemon=True),
+    ]
+    for thread in threads:
+        thread.start()
     try:
-        return proc.communicate(timeout=KILL_GRACE)
+        proc.wait(timeout)
     except subprocess.TimeoutExpired:
-        for pipe in (proc.stdout, proc.stderr):
-            if pipe is not None:
+        end_process_group(proc)
+        _finish(threads, proc)
+        raise subprocess.TimeoutExpired(proc.args, timeout, bytes(kept["out"]), bytes(kept["err"])) from None
+    end_process_group(proc)  # what it left running in its session goes with it
+    _finish(threads, proc)
+    return bytes(kept["out"]), bytes(kept["err"]), cut["out"]
+
+
+def _finish(threads: list[threading.Thread], proc: subprocess.Popen[bytes]) -> None:
+    """Let the pipe threads end; close the pipes if something outside the group still holds them."""
+    for thread in threads:
+        thread.join(KILL_GRACE)
+    for pipe in (proc.stdin, proc.stdout, proc.stderr):
+        if pipe is not None:
+            with contextlib.suppress(OSError, ValueError):
                 pipe.close()
-        proc.wait()
-        return b"", b""
 
 
 def _os_error(exc: BaseException) -> str:
@@ -335,9 +413,9 @@ def _session(kwargs: Mapping[str, Any]) -> Any:
 
 def _dumps(value: Any) -> str:
     try:
-        return json.dumps(value, ensure_ascii=False, default=_json_default)
-    except (TypeError, ValueError):  # keys that are not strings, or a cycle
-        return json.dumps(_jsonable(value, 0), ensure_ascii=False, default=str)
+        return json.dumps(value, ensure_ascii=True, default=_json_default)
+    except (TypeError, ValueError, RecursionError):  # keys that are not strings, a cycle, too deep
+        return json.dumps(_jsonable(value, 0), ensure_ascii=True, default=str)
 
 
 def _json_default(value: Any) -> Any:
