@@ -732,6 +732,24 @@ def _validate_plugin_dir(plugin_dir: Path) -> Manifest:
     return manifest
 
 
+def _not_regular(root: Path) -> list[str]:
+    """Entries of ``root`` (relative paths) that are symbolic links or special files; ``.git`` and
+    ``__pycache__`` are not copied and not looked at."""
+    import stat
+
+    found = []
+    for folder, dirs, files in os.walk(root, followlinks=False):
+        dirs[:] = [d for d in dirs if d not in (".git", "__pycache__")]
+        for name in [*dirs, *files]:
+            path = Path(folder) / name
+            mode = path.lstat().st_mode
+            if stat.S_ISLNK(mode):
+                found.append(f"{path.relative_to(root)} -> {os.readlink(path)}")
+            elif not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                found.append(f"{path.relative_to(root)} (not a regular file)")
+    return sorted(found)
+
+
 def _install_directory(
     args: argparse.Namespace, plugin_dir: Path, *, origin: str, shown_root: tuple[Path, str] | None = None
 ) -> int:
@@ -771,6 +789,13 @@ def _install_directory(
     if replacing and not args.force:
         return _fail(f"{dest} already exists; pass --force to replace it")
 
+    unsafe = _not_regular(plugin_dir)
+    if unsafe:
+        shown = ", ".join(unsafe[:5]) + (f" and {len(unsafe) - 5} more" if len(unsafe) > 5 else "")
+        return _fail(
+            f"{origin} holds entries that are not regular files or folders ({shown}); a plugin is installed "
+            "from its own regular files only (links could copy files from outside it); nothing was installed"
+        )
     plugins_root.mkdir(parents=True, exist_ok=True)
     # Staged in a hidden directory (discovery skips dot names), swapped in at the end.
     staging = Path(tempfile.mkdtemp(prefix=f".install-{dirname}-", dir=plugins_root))

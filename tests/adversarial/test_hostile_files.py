@@ -181,3 +181,29 @@ def test_set_config_refuses_values_that_would_make_the_file_unreadable(
     with Kernel(home=home) as fresh:
         assert fresh.problems == []
         assert fresh.config["plugins"]["entries"]["writer"]["settings"] == {"ok": {"a": [1, 2]}}
+
+
+def test_install_refuses_a_repository_whose_links_point_outside_it(home: Path, tmp_path: Path) -> None:
+    """``plugins install`` from a git repository holding a symbolic link to a key outside it (the test's
+    own ``~/.ssh/id_ed25519``) refuses, naming the link, and copies nothing."""
+    secret = tmp_path / "user" / ".ssh" / "id_ed25519"
+    secret.parent.mkdir(parents=True, exist_ok=True)
+    secret.write_text("-----BEGIN OPENSSH PRIVATE KEY----- canary\n", encoding="utf-8")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "plugin.yaml").write_text("name: linker\nversion: 1.0.0\n", encoding="utf-8")
+    (repo / "__init__.py").write_text("def register(ctx):\n    pass\n", encoding="utf-8")
+    (repo / "key").symlink_to(secret)
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
+
+    git("init", "-q", "-b", "main")
+    git("-c", "user.name=t", "-c", "user.email=t@example.invalid", "add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-q", "-m", "linked")
+    proc = cli(home, "plugins", "install", repo.as_uri(), "--no-input")
+    assert proc.returncode != 0
+    assert "key -> " in proc.stderr and "nothing was installed" in proc.stderr
+    assert not (home / "plugins" / "linker").exists()
+    installed = list((home / "plugins").rglob("*")) if (home / "plugins").exists() else []
+    assert not any("canary" in p.read_text(errors="replace") for p in installed if p.is_file())
