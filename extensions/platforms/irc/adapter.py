@@ -655,6 +655,11 @@ class IrcAdapter(BasePlatformAdapter):
                 self._write("PING :hermes-keepalive")
                 await self._drain()
                 continue
+            except ValueError:
+                # A "line" longer than the stream's limit (64 KiB; IRC allows 512 bytes, 8 KiB of
+                # tags): asyncio has dropped it from its buffer; skip it and read on.
+                log.warning("irc: %s sent a line over 64 KiB; it was skipped", self._where())
+                continue
             if not data:
                 return None
             pinged = False
