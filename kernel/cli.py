@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -19,6 +21,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser, commands = _parser()
     kernel: Kernel | None = None
     first = next((a for a in argv if not a.startswith("-")), None)
+    streams = sys.stdout, sys.stderr
+    if first != "chat":  # the chat is interactive; everything else is text a plugin may have written
+        sys.stdout, sys.stderr = EscapingStream(sys.stdout), EscapingStream(sys.stderr)
     try:
         if first is None or first not in commands.choices:
             # A plugin's command, or --help: the plugins' CLI commands are needed.
@@ -43,6 +48,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if kernel is not None:
             kernel.shutdown()
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+        sys.stdout, sys.stderr = streams
+
+
+# Characters that would steer a terminal (C0 but tab and newline, DEL, C1) or reorder the text shown
+# (bidirectional overrides): shown as escapes, never passed through.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+class EscapingStream:
+    """A text stream that writes control characters as visible escapes (``\\x1b``, ``\\u202e``).
+
+    Plugin names, descriptions, errors and log lines are text from outside:
+    printed raw, ``ESC[2J`` would clear the user's screen.
+    """
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(_CONTROL.sub(_escape, text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 def _add_plugin_commands(commands: Any, kernel: Kernel) -> None:

@@ -207,3 +207,26 @@ def test_install_refuses_a_repository_whose_links_point_outside_it(home: Path, t
     assert not (home / "plugins" / "linker").exists()
     installed = list((home / "plugins").rglob("*")) if (home / "plugins").exists() else []
     assert not any("canary" in p.read_text(errors="replace") for p in installed if p.is_file())
+
+
+def test_the_cli_never_prints_terminal_controls_from_plugins(
+    plugin_dir: Callable[..., Path], home: Path
+) -> None:
+    """A plugin's description, tool description and error text carrying ``ESC[2J`` (clear screen), a
+    bell and a right-to-left override reach the terminal as visible escapes, never as controls."""
+    evil = "nice\x1b[2J\x07\u202eplugin"
+    plugin_dir(
+        "evil",
+        "import json\n\n"
+        "def register(ctx):\n"
+        f"    schema = {{'description': {evil!r}, 'parameters': {{'type': 'object'}}}}\n"
+        "    ctx.register_tool('evil_tool', 'x', schema, lambda args, **kw: json.dumps({}))\n",
+        manifest={"name": "evil", "description": evil, "provides_tools": ["evil_tool"]},
+    )
+    plugin_dir("broken", f"raise RuntimeError({evil!r})\n")
+    for args in (("plugins", "list"), ("plugins", "info", "evil"), ("doctor",), ("tools", "list")):
+        proc = cli(home, *args)
+        shown = proc.stdout + proc.stderr
+        assert "\x1b" not in shown and "\x07" not in shown and "\u202e" not in shown, (args, shown)
+        if args != ("tools", "list"):
+            assert "\\x1b[2J" in shown, (args, shown)
