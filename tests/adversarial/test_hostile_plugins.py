@@ -13,7 +13,11 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sqlite3
+import subprocess
+import sys
 import threading
+import time
 import types
 from collections.abc import Callable
 from pathlib import Path
@@ -266,3 +270,46 @@ def test_a_symlinked_config_is_written_through(
     assert (home / "config.yaml").is_symlink()
     text = target.read_text(encoding="utf-8")
     assert "kept" in text and "level: 3" in text
+
+
+def test_a_locked_memory_database_is_given_up_within_one_budget(tmp_path: Path) -> None:
+    """Another process holding the memory database locked: a write gives up after one retry budget
+    in all, even though opening the file retries inside the write's own retry (they used to
+    multiply: six times six waits).  The budget and busy timeout are shortened for the test; the
+    bound asserted is the budget plus one busy timeout, not a speed."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "sqlite_store_under_test", Path(__file__).parents[2] / "extensions" / "memory" / "sqlite" / "store.py"
+    )
+    assert spec is not None and spec.loader is not None
+    store_module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(store_module)
+    store_module.LOCK_BUDGET = 1.0
+    store_module.BUSY_TIMEOUT_MS = 500
+    path = tmp_path / "memory.db"
+    store_module.MemoryStore(path).add("first", session_id="s")  # create the schema
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sqlite3, sys, time\n"
+            f"c = sqlite3.connect({str(path)!r}, isolation_level=None)\n"
+            "c.execute('BEGIN EXCLUSIVE')\n"
+            "print('locked', flush=True)\n"
+            "time.sleep(60)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        fresh = store_module.MemoryStore(path)  # opens (and retries) inside the write
+        started = time.monotonic()
+        with pytest.raises(sqlite3.OperationalError, match="locked"):
+            fresh.add("second", session_id="s")
+        waited = time.monotonic() - started
+    finally:
+        holder.kill()
+        holder.wait()
+    assert waited < 1.0 + 0.5 + 3.0, waited  # old behaviour: 36 busy waits of 0.5 s (18 s)

@@ -25,9 +25,10 @@ T = TypeVar("T")
 
 #: How long one statement waits for another connection's lock (milliseconds).
 BUSY_TIMEOUT_MS = 5000
-#: How many times a locked write is attempted in all.
-LOCK_ATTEMPTS = 6
-#: The first pause between two attempts (seconds); it doubles each time.
+#: How long one operation keeps retrying a locked database, in all (seconds); a statement
+#: started just before the end may still wait its busy timeout, so about 30 s at most.
+LOCK_BUDGET = 25.0
+#: The first pause between two attempts (seconds); it doubles each time, up to a second.
 RETRY_PAUSE = 0.05
 #: At most this many words of a query reach the FTS5 expression.
 MAX_TERMS = 24
@@ -147,18 +148,28 @@ def is_locked(exc: BaseException) -> bool:
     return "locked" in message or "busy" in message
 
 
-def retry_locked(fn: Callable[[], T], attempts: int = LOCK_ATTEMPTS) -> T:
-    """Call ``fn``; while it fails with "database is locked", wait and call it again."""
-    pause = RETRY_PAUSE
-    for attempt in range(1, attempts + 1):
-        try:
-            return fn()
-        except sqlite3.OperationalError as exc:
-            if attempt == attempts or not is_locked(exc):
-                raise
-            time.sleep(pause)
-            pause *= 2
-    raise AssertionError("unreachable")  # pragma: no cover
+_DEADLINE = threading.local()
+
+
+def retry_locked(fn: Callable[[], T]) -> T:
+    """Call ``fn``; while it fails with "database is locked", wait and call it again, within
+    :data:`LOCK_BUDGET` seconds in all.  A retry inside another (opening the file inside a
+    write) shares the outer one's deadline instead of adding its own."""
+    outer = getattr(_DEADLINE, "value", None)
+    deadline = outer if outer is not None else time.monotonic() + LOCK_BUDGET
+    _DEADLINE.value = deadline
+    try:
+        pause = RETRY_PAUSE
+        while True:
+            try:
+                return fn()
+            except sqlite3.OperationalError as exc:
+                if not is_locked(exc) or time.monotonic() + pause > deadline:
+                    raise
+                time.sleep(pause)
+                pause = min(pause * 2, 1.0)
+    finally:
+        _DEADLINE.value = outer
 
 
 _FTS5: bool | None = None
