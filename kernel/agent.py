@@ -104,6 +104,7 @@ class AgentSession:
         self.turns = 0
         self.closed = False
         self._memory_ready = False
+        kernel._agent_sessions.add(self)  # ctx.inject_message routes by the open sessions
 
     # -- what the session knows --------------------------------------------------------
 
@@ -142,9 +143,17 @@ class AgentSession:
     # -- a turn ----------------------------------------------------------------------------
 
     def run(self, user_message: str) -> TurnResult:
-        """One user turn: context, the tool loop, the reply (see the module docstring)."""
+        """One user turn: context, the tool loop, the reply (see the module docstring).
+
+        Everything the turn calls (hooks, tools, plugins' ``ctx.inject_message``)
+        runs with this session as the call in progress.
+        """
         if self.closed:
             raise AgentError("this session is closed")
+        with self.kernel.tools.call_context(session_id=self.session_id, task_id=self.task_id):
+            return self._run(user_message)
+
+    def _run(self, user_message: str) -> TurnResult:
         k = self.kernel
         turn_id = _new_id("turn")
         first = self.turns == 0
@@ -242,7 +251,7 @@ class AgentSession:
         for iteration in range(1, self.max_iterations + 1):
             result.iterations = iteration
             self._maybe_compress()
-            self.messages.extend(k._take_injected())  # ctx.inject_message
+            self.messages.extend(k._take_injected(self.session_id))  # ctx.inject_message
             response = client.complete(
                 self.messages,
                 tools=k.tools.schemas() or None,
@@ -361,6 +370,7 @@ class AgentSession:
             return
         self.closed = True
         k = self.kernel
+        k._agent_sessions.discard(self)
         if self.turns:
             k.invoke_hook(
                 "on_session_end",

@@ -404,13 +404,17 @@ class PluginContext:
         self._undo.append(lambda: record.middleware.remove(kind))
 
     @_live
-    def inject_message(self, content: str, role: str = "user") -> bool:
+    def inject_message(self, content: str, role: str = "user", *, session_id: str | None = None) -> bool:
         """Queue a message for the conversation: the next model call of a session sees it.
 
-        Returns ``True`` when it was queued (``role`` is ``user``, ``assistant``
-        or ``system`` and ``content`` a non-empty string).
+        The session is ``session_id``, else the one whose turn or tool call is in
+        progress.  Returns ``True`` when it was queued (``role`` is ``user``,
+        ``assistant`` or ``system``, ``content`` a non-empty string, and it is
+        clear which conversation it belongs to).
         """
-        return self._kernel.inject_message(content, role=role, plugin=self._record.name)
+        return self._kernel.inject_message(
+            content, role=role, plugin=self._record.name, session_id=session_id
+        )
 
     @property
     def profile_name(self) -> str:

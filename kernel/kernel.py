@@ -64,7 +64,7 @@ from .providers.manager import ProviderManager
 from .providers.registry import SOURCE_RANK, collecting
 from .skills import VIEW_SCHEMA, SkillRegistry
 from .slots import SLOTS, SlotError, SlotRegistry, conform
-from .tools import ToolRegistrationError, ToolRegistry
+from .tools import ToolRegistrationError, ToolRegistry, current_call
 
 if TYPE_CHECKING:
     from .gateway.runner import Gateway
@@ -264,7 +264,8 @@ class Kernel:
         self._closers: list[tuple[str, Callable[[], None]]] = []
         self._speech: Speech | None = None
         self._compat = False
-        self._injected: list[dict[str, str]] = []
+        self._injected: list[tuple[str | None, dict[str, str]]] = []
+        self._agent_sessions: weakref.WeakSet[Any] = weakref.WeakSet()
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -1157,20 +1158,40 @@ class Kernel:
             # An exception that even the traceback renderer cannot print.
             self.log.warning("hook_failed", **fields, action=action)
 
-    def inject_message(self, content: str, role: str = "user", *, plugin: str = "host") -> bool:
-        """Queue a message for the next model call of a session (see ``ctx.inject_message``)."""
+    def inject_message(
+        self, content: str, role: str = "user", *, plugin: str = "host", session_id: str | None = None
+    ) -> bool:
+        """Queue a message for the next model call of a session (see ``ctx.inject_message``).
+
+        It goes to ``session_id``, else to the session of the call in progress
+        (a turn, a tool call); with neither, to the next model call only while at
+        most one agent session is open — with several, it is refused, since it
+        could reach the wrong conversation.
+        """
         if role not in ("user", "assistant", "system") or not isinstance(content, str) or not content.strip():
             self.log.warning("inject_message_refused", plugin=plugin, role=role)
             return False
+        target = session_id if session_id is not None else current_call().get("session_id")
         with self._lock:
-            self._injected.append({"role": role, "content": content})
-        self.log.debug("message_injected", plugin=plugin, role=role, chars=len(content))
+            if target is None and len(self._agent_sessions) > 1:
+                self.log.warning(
+                    "inject_message_refused",
+                    plugin=plugin,
+                    role=role,
+                    reason="no session in progress and several are open; pass session_id",
+                )
+                return False
+            self._injected.append(
+                (None if target is None else str(target), {"role": role, "content": content})
+            )
+        self.log.debug("message_injected", plugin=plugin, role=role, chars=len(content), session=target)
         return True
 
-    def _take_injected(self) -> list[dict[str, str]]:
-        """The queued messages, oldest first; the queue is emptied."""
+    def _take_injected(self, session_id: str | None) -> list[dict[str, str]]:
+        """The messages queued for ``session_id`` (or for no session in particular), oldest first."""
         with self._lock:
-            taken, self._injected = self._injected, []
+            taken = [m for target, m in self._injected if target is None or target == session_id]
+            self._injected = [(t, m) for t, m in self._injected if not (t is None or t == session_id)]
         return taken
 
     def _note_failure(self, plugin: str, problem: str) -> None:

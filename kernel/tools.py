@@ -175,6 +175,11 @@ def error_json(message: str, **extra: Any) -> str:
     return json.dumps({"error": message, **extra}, ensure_ascii=False, default=str)
 
 
+def current_call() -> dict[str, Any]:
+    """The context of the call in progress (``session_id``, ``task_id``...): a turn or a tool call."""
+    return dict(_CALL_CONTEXT.get())
+
+
 class ToolRegistry:
     """Every tool of one kernel, and the pipeline that runs them."""
 

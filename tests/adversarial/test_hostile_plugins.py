@@ -313,3 +313,29 @@ def test_a_locked_memory_database_is_given_up_within_one_budget(tmp_path: Path) 
         holder.kill()
         holder.wait()
     assert waited < 1.0 + 0.5 + 3.0, waited  # old behaviour: 36 busy waits of 0.5 s (18 s)
+
+
+def test_an_injected_message_reaches_only_the_session_it_was_injected_for(
+    make_kernel: Callable[..., Kernel],
+) -> None:
+    """A plugin serving two conversations injects a note during alice's call: it reaches alice's
+    next model call, never bob's; one injected with no session in progress while both are open
+    is refused; an explicit ``session_id`` routes it."""
+    from kernel.agent import AgentSession
+
+    kept: dict[str, Any] = {}
+    k = make_kernel()
+    k.register(types.SimpleNamespace(register=lambda ctx: kept.update(ctx=ctx)), name="relay")
+    ctx = kept["ctx"]
+    alice, bob = AgentSession(k, session_id="alice"), AgentSession(k, session_id="bob")
+    try:
+        with k.tools.call_context(session_id="alice"):
+            assert ctx.inject_message("for alice only") is True
+        assert ctx.inject_message("for whom?") is False
+        assert ctx.inject_message("for bob, by name", session_id="bob") is True
+        assert k._take_injected("bob") == [{"role": "user", "content": "for bob, by name"}]
+        assert k._take_injected("alice") == [{"role": "user", "content": "for alice only"}]
+        assert k._take_injected("alice") == []
+    finally:
+        alice.close()
+        bob.close()
