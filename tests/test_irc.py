@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import itertools
 import os
+import re
 import shutil
 import signal
 import socket
@@ -422,13 +423,15 @@ def test_the_bot_joins_answers_addressed_and_private_messages_and_sends_clean_pa
             )
             assert [e.text for e in bot.events[before:]] == ["tight", "how are you?"]
 
-            # A private message: the chat is the sender's nick, and the answer is not prefixed.
+            # A private message: the chat is the sender's nick and identity (user@host), the answer
+            # goes to the nick and is not prefixed.
             mark = alice.mark()
             alice.say("hermesbot", "a secret")
             reply = await alice.expect(lambda m: m.command == "PRIVMSG" and m.nick == "hermesbot", since=mark)
             assert reply.params == ["alice", "echo: a secret"]
             event = bot.events[-1]
-            assert (event.text, event.source.chat_id, event.source.chat_type) == ("a secret", "alice", "dm")
+            assert (event.text, event.source.chat_type) == ("a secret", "dm")
+            assert re.fullmatch(r"alice!~?alice@\S+", event.source.chat_id), event.source.chat_id
 
             # send(): one PRIVMSG per line, control characters removed (formatting codes too).
             content = (
@@ -481,6 +484,42 @@ def test_the_bot_joins_answers_addressed_and_private_messages_and_sends_clean_pa
         finally:
             await bot.disconnect()
             await alice.close()
+
+    asyncio.run(scenario())
+
+
+def test_whoever_takes_a_departed_users_nick_gets_a_chat_of_their_own(
+    ircd: Ngircd, make_bot: Callable[..., Any]
+) -> None:
+    """alice talks to the bot in private and leaves; mallory takes the nick ``alice`` and writes:
+    that is another chat (another session), so mallory cannot continue alice's conversation."""
+    bot = make_bot(ircd.port)
+
+    async def scenario() -> None:
+        assert await bot.connect() is True
+        try:
+            alice = await RawClient(ircd.port, "alice").connect()
+            mark = alice.mark()
+            alice.say("hermesbot", "remember my secret")
+            await alice.expect(lambda m: m.command == "PRIVMSG" and m.nick == "hermesbot", since=mark)
+            first = bot.events[-1].source.chat_id
+            await alice.close()
+            mallory = await RawClient(ircd.port, "mallory").connect()
+            mark = mallory.mark()
+            mallory.send("NICK alice")
+            await mallory.expect(lambda m: m.command == "NICK", since=mark)
+            mark = mallory.mark()
+            mallory.say("hermesbot", "what was my secret?")
+            reply = await mallory.expect(
+                lambda m: m.command == "PRIVMSG" and m.nick == "hermesbot", since=mark
+            )
+            assert reply.params[0] == "alice"  # answered, at the nick
+            second = bot.events[-1].source.chat_id
+            assert first.split("!")[0] == second.split("!")[0] == "alice"
+            assert first != second, (first, second)
+            await mallory.close()
+        finally:
+            await bot.disconnect()
 
     asyncio.run(scenario())
 

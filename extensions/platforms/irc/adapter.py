@@ -362,6 +362,23 @@ def _arg(text: str) -> str:
     return f":{text}" if (not text or " " in text or text.startswith(":")) else text
 
 
+def private_chat(message: IrcMessage) -> str:
+    """The chat of a private message: ``nick!identity``, where the identity is the services
+    account when the server says (IRCv3 ``account`` tag), else ``user@host`` from the prefix.
+
+    Keyed by the identity, a conversation is not continued by whoever takes a departed user's nick.
+    Without a ``user@host`` in the prefix (a server that sends bare nicks) it is the nick alone.
+    """
+    nick = message.nick or ""
+    account = message.tags.get("account")
+    if account and account != "*":
+        return f"{nick}!account:{account}"
+    prefix = message.prefix or ""
+    if "!" in prefix and "@" in prefix:
+        return f"{nick}!{prefix.split('!', 1)[1]}"
+    return nick
+
+
 def alternative_nick(base: str, attempt: int, limit: int | None = None) -> str:
     """The nick for registration attempt ``attempt``: base, ``base_``, ``base__``, ``base1``, ``base2``...
 
@@ -736,7 +753,7 @@ class IrcAdapter(BasePlatformAdapter):
         elif self._is_me(target):
             body = self.addressed_text(text)
             body = text.strip() if body is None else body
-            chat_id, chat_type = sender, "dm"
+            chat_id, chat_type = private_chat(message), "dm"
         else:
             return
         if not body:
@@ -790,6 +807,8 @@ class IrcAdapter(BasePlatformAdapter):
         over) starts with ``<sender>: `` unless ``reply_prefix`` is off.
         """
         target = (chat_id or "").strip()
+        if not self.is_channel(target):
+            target = target.split("!", 1)[0]  # a private chat: nick!identity
         if not target or re.search(r"[\s,\x00-\x1f]", target):
             return SendResult(success=False, error=f"not a channel or nick: {chat_id!r}")
         lines = self.format_lines(target, content, reply_to)
