@@ -14,6 +14,7 @@ from typing import Any
 from . import cli_admin, cli_chat, cli_gateway
 from .commands import CliCommand
 from .kernel import Kernel, PluginInfo
+from .log import mask_urls
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -64,7 +65,8 @@ def _escape(match: re.Match[str]) -> str:
 
 
 class EscapingStream:
-    """A text stream that writes control characters as visible escapes (``\\x1b``, ``\\u202e``).
+    """A text stream that writes control characters as visible escapes (``\\x1b``, ``\\u202e``)
+    and URLs without their credentials (``https://***@host/?api-key=***``).
 
     Plugin names, descriptions, errors and log lines are text from outside:
     printed raw, ``ESC[2J`` would clear the user's screen.
@@ -74,7 +76,7 @@ class EscapingStream:
         self._stream = stream
 
     def write(self, text: str) -> int:
-        self._stream.write(_CONTROL.sub(_escape, text))
+        self._stream.write(_CONTROL.sub(_escape, mask_urls(text)))
         return len(text)
 
     def __getattr__(self, name: str) -> Any:

@@ -77,6 +77,44 @@ _PARENT.propagate = False
 _PARENT.addHandler(logging.NullHandler())
 
 
+_URL = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]+")
+# Query parameters that carry credentials although their names are not secret words.
+_SECRET_PARAMS = frozenset({"key", "sig", "signature", "auth", "code"})
+
+
+def mask_url(url: str) -> str:
+    """``url`` without its credentials: the user info becomes ``***@`` and secret-named query values
+    ``***`` (``https://user:KEY@host/v1?api-key=K`` -> ``https://***@host/v1?api-key=***``)."""
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+        netloc = parts.netloc
+        if "@" in netloc:
+            netloc = "***@" + netloc.rsplit("@", 1)[1]
+        query = parts.query
+        if query:
+            pairs = parse_qsl(query, keep_blank_values=True)
+            masked = [(k, "***" if is_secret_key(k) or k.lower() in _SECRET_PARAMS else v) for k, v in pairs]
+            query = urlencode(masked, safe="*")
+        return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    except ValueError:
+        return "<a URL>"
+
+
+def mask_urls(text: str) -> str:
+    """``text`` with every URL in it masked (see :func:`mask_url`)."""
+    return _URL.sub(lambda match: mask_url(match.group()), text) if "://" in text else text
+
+
+def mask_text_fields(_logger: Any, _method: str, event: dict[str, Any]) -> dict[str, Any]:
+    """Mask the URLs in every text value of an event (the message included) before it is rendered."""
+    for key, value in event.items():
+        if isinstance(value, str) and "://" in value:
+            event[key] = mask_urls(value)
+    return event
+
+
 def redact_secrets(_logger: Any, _method: str, event: dict[str, Any]) -> dict[str, Any]:
     """Replace the values of secret-named keys (at any depth) so that they never reach a log."""
     for key, value in event.items():
@@ -128,6 +166,7 @@ class KernelLogging:
             processors=[
                 structlog.stdlib.ProcessorFormatter.remove_processors_meta,
                 redact_secrets,
+                mask_text_fields,
                 structlog.dev.ConsoleRenderer(colors=False, pad_event_to=0),
             ],
             foreign_pre_chain=_PRE_CHAIN,

@@ -321,10 +321,12 @@ class Gateway:
                     result = await asyncio.to_thread(session.run, text)
                     reply = result.reply
                 except Exception as exc:
-                    kernel.log.warning(
-                        "gateway_turn_failed", platform=spec.name, error=f"{type(exc).__name__}: {exc}"
+                    kernel.log.warning("gateway_turn_failed", platform=spec.name, error=describe(exc))
+                    # A chat (maybe a public channel) never sees an error's text: it can carry
+                    # configuration values (a URL with its key); the log has it, masked.
+                    reply = (
+                        f"Sorry, that failed ({type(exc).__name__}); the details are in the gateway's log."
                     )
-                    reply = f"Sorry, that failed: {exc}"
         if reply:
             await self.send(adapter, str(chat), reply, reply_to=event.message_id)
 

@@ -81,3 +81,44 @@ def test_the_config_chat_command_hides_every_such_name(home: Path, bundled: Path
         shown = k.commands.run("/config") or ""
     assert "visible-model" in shown
     assert "s3cr3t" not in shown, shown
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("https://user:KEY123@api.example.test/v1", "https://***@api.example.test/v1"),
+        ("http://127.0.0.1:9/v1?api-key=KEY123&model=m", "http://127.0.0.1:9/v1?api-key=***&model=m"),
+        ("https://h.test/v1?key=KEY123&sig=KEY123", "https://h.test/v1?key=***&sig=***"),
+        ("https://plain.test/v1", "https://plain.test/v1"),
+    ],
+)
+def test_urls_are_shown_without_their_credentials(url: str, shown: str) -> None:
+    from kernel.log import mask_url, mask_urls
+
+    assert mask_url(url) == shown
+    assert mask_urls(f"request to {url} failed") == f"request to {shown} failed"
+
+
+def test_a_key_in_the_model_url_is_never_printed_or_logged(home: Path, bundled: Path) -> None:
+    """``model.base_url`` carrying a key (user info and a query parameter) to a server that is not
+    there: ``hermes-kernel run`` fails, and neither its output nor ``agent.log`` shows the key."""
+    import socket
+    import subprocess
+
+    from conftest import CLI, cli_env
+
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"http://agent:KEYINURL42@127.0.0.1:{port}/v1?api-key=KEYINQUERY42"
+    (home / "config.yaml").write_text(
+        f"model:\n  provider: openai-compatible\n  base_url: '{url}'\n  model: m\n", encoding="utf-8"
+    )
+    env = cli_env(home, HERMES_BUNDLED_PLUGINS=str(Path(__file__).parents[2] / "extensions"))
+    proc = subprocess.run([*CLI, "run", "hello"], capture_output=True, text=True, env=env, timeout=120)
+    shown = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "KEYINURL42" not in shown and "KEYINQUERY42" not in shown, shown
+    log = home / "logs" / "agent.log"
+    text = log.read_text(encoding="utf-8") if log.exists() else ""
+    assert "KEYINURL42" not in text and "KEYINQUERY42" not in text, text
