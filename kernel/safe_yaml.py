@@ -111,14 +111,19 @@ def _check_aliases(text: str) -> None:
 
 
 def data_problem(
-    value: Any, max_values: int = MAX_STORED_VALUES, max_depth: int = MAX_STORED_DEPTH
+    value: Any,
+    max_values: int = MAX_STORED_VALUES,
+    max_depth: int = MAX_STORED_DEPTH,
+    *,
+    shared_ok: bool = False,
 ) -> str | None:
-    """Why ``value`` cannot be stored as plain data (``None`` when it can); never recurses.
+    """Why ``value`` is not plain, bounded data (``None`` when it is); never recurses.
 
-    Refused: more than ``max_values`` values, nesting deeper than ``max_depth``,
-    and a list or mapping that appears twice (shared, or containing itself):
-    written as YAML it would become an alias, and aliases are what bombs are
-    made of.
+    The answer completes "it holds ...": more than ``max_values`` values,
+    lists or mappings nested deeper than ``max_depth``, or (unless
+    ``shared_ok``) a list or mapping that appears twice — shared, or
+    containing itself: written as YAML it would become an alias, and aliases
+    are what bombs are made of.
     """
     seen: set[int] = set()
     stack = [(value, 1)]
@@ -129,12 +134,12 @@ def data_problem(
         if count > max_values:
             return f"more than {max_values:,} values"
         if isinstance(item, dict | list | tuple):
-            if not isinstance(item, tuple):  # tuples cannot refer to themselves through YAML
+            if not shared_ok and not isinstance(item, tuple):  # a tuple cannot contain itself via YAML
                 if id(item) in seen:
                     return "a list or mapping that appears twice (shared, or containing itself)"
                 seen.add(id(item))
             if depth > max_depth:
-                return f"nested deeper than {max_depth} levels"
+                return f"lists or mappings nested deeper than {max_depth} levels"
             children = item.values() if isinstance(item, dict) else item
             stack.extend((child, depth + 1) for child in children)
     return None

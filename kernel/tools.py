@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from .hooks import adapt_hermes_callback, describe, plugin_order, propagates, safe_text
 from .middleware import MiddlewareError
+from .safe_yaml import data_problem
 
 if TYPE_CHECKING:
     from .kernel import Kernel
@@ -452,7 +453,7 @@ def _coerce_args(args: Any) -> tuple[dict[str, Any], str | None]:
         try:
             args = json.loads(args)
         except RecursionError:
-            return {}, f"arguments are nested deeper than {MAX_ARGS_DEPTH} levels"
+            return {}, f"arguments hold lists or mappings nested deeper than {MAX_ARGS_DEPTH} levels"
         except ValueError as exc:
             return {}, f"arguments are not valid JSON: {exc}"
     if not isinstance(args, dict):
@@ -461,24 +462,9 @@ def _coerce_args(args: Any) -> tuple[dict[str, Any], str | None]:
 
 
 def _shape_problem(value: Any) -> str | None:
-    """Why ``value`` is too deep or too large to pass on (``None`` when it is fine); never recurses."""
-    stack = [(value, 1)]
-    seen = 0
-    while stack:
-        item, depth = stack.pop()
-        seen += 1
-        if seen > MAX_ARGS_VALUES:
-            return f"arguments hold more than {MAX_ARGS_VALUES:,} values"
-        if isinstance(item, dict):
-            children: Iterable[Any] = item.values()
-        elif isinstance(item, list | tuple):
-            children = item
-        else:
-            continue
-        if depth > MAX_ARGS_DEPTH:
-            return f"arguments are nested deeper than {MAX_ARGS_DEPTH} levels"
-        stack.extend((child, depth + 1) for child in children)
-    return None
+    """Why arguments are too deep or too large to pass on (``None`` when they are fine)."""
+    problem = data_problem(value, MAX_ARGS_VALUES, MAX_ARGS_DEPTH, shared_ok=True)
+    return None if problem is None else f"arguments hold {problem}"
 
 
 def _as_json_text(text: str) -> str:
