@@ -18,6 +18,7 @@ structlog event dict); an embedder who wants them attaches a handler to the
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import re
@@ -218,3 +219,15 @@ class KernelLogging:
             handler.close()
         # Late records from a closed kernel go nowhere rather than to stderr.
         self.stdlib.addHandler(logging.NullHandler())
+        # Forget this kernel's loggers (its own and its plugins'), so that a host creating kernel
+        # after kernel does not accumulate them; objects still held keep working.
+        _forget_loggers(self.stdlib.name, self.plugin_logger.name)
+
+
+def _forget_loggers(*names: str) -> None:
+    manager = logging.Logger.manager
+    lock = getattr(logging, "_lock", None)
+    with lock if lock is not None else contextlib.nullcontext():
+        for key in list(manager.loggerDict):
+            if any(key == name or key.startswith(name + ".") for name in names):
+                del manager.loggerDict[key]

@@ -339,3 +339,24 @@ def test_an_injected_message_reaches_only_the_session_it_was_injected_for(
     finally:
         alice.close()
         bob.close()
+
+
+def test_kernel_lifecycles_leave_no_loggers_behind(home: Path, bundled: Path) -> None:
+    """A host that creates and shuts down kernels again and again (a test suite, a server making one
+    per request) does not accumulate loggers: 200 lifecycles leave none of theirs registered."""
+    import logging
+
+    def ours() -> int:
+        return sum(
+            1
+            for name in logging.Logger.manager.loggerDict
+            if name.startswith(("hermes_kernel.k", "hermes_plugins"))
+        )
+
+    before = ours()
+    for _ in range(200):
+        k = Kernel(home=home)
+        k.load()
+        k.log.warning("one line")
+        k.shutdown()
+    assert ours() <= before
