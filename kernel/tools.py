@@ -176,6 +176,14 @@ def error_json(message: str, **extra: Any) -> str:
     return json.dumps({"error": message, **extra}, ensure_ascii=False, default=str)
 
 
+_CALL_KERNEL: ContextVar[Any] = ContextVar("hermes_kernel_call_kernel", default=None)
+
+
+def current_kernel() -> Kernel | None:
+    """The kernel whose tool call (or agent turn) is in progress, if any."""
+    return _CALL_KERNEL.get()
+
+
 def current_call() -> dict[str, Any]:
     """The context of the call in progress (``session_id``, ``task_id``...): a turn or a tool call."""
     return dict(_CALL_CONTEXT.get())
@@ -308,9 +316,11 @@ class ToolRegistry:
         """Make ``context`` (``session_id``, ``task_id``, ...) what nested dispatches inherit."""
         merged = {**_CALL_CONTEXT.get(), **{k: v for k, v in context.items() if v is not None}}
         token = _CALL_CONTEXT.set(merged)
+        kernel_token = _CALL_KERNEL.set(self._kernel)
         try:
             yield merged
         finally:
+            _CALL_KERNEL.reset(kernel_token)
             _CALL_CONTEXT.reset(token)
 
     def dispatch(self, name: str, args: Any = None, **context: Any) -> str:

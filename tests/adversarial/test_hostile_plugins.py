@@ -360,3 +360,43 @@ def test_kernel_lifecycles_leave_no_loggers_behind(home: Path, bundled: Path) ->
         k.log.warning("one line")
         k.shutdown()
     assert ours() <= before
+
+
+READS_CONFIG = """\
+import json
+from hermes_cli.config import load_config
+
+def read(args, **kwargs):
+    return json.dumps({"tag": load_config().get("tag")})
+
+def register(ctx):
+    ctx.register_tool("read_tag", "demo", {"description": "d", "parameters": {"type": "object"}}, read)
+    ctx.register_hook("on_session_start", lambda **kw: load_config().get("tag"))
+"""
+
+
+def test_two_kernels_plugins_each_read_their_own_kernel_at_run_time(tmp_path: Path, bundled: Path) -> None:
+    """Two kernels in one process, each with the same Hermes-style plugin: at run time (a tool call,
+    a hook) ``hermes_cli.config.load_config()`` answers from the plugin's own kernel, not from the
+    most recently loaded one."""
+    from conftest import write_plugin
+
+    kernels = []
+    try:
+        for tag in ("alpha", "beta"):
+            home = tmp_path / tag
+            write_plugin(home / "plugins", "reader", READS_CONFIG, manifest={"name": "reader"})
+            (home / "config.yaml").write_text(f"tag: {tag}\n", encoding="utf-8")
+            k = Kernel(home=home)
+            k.load()
+            assert k.plugin("reader").enabled, k.plugin("reader").error
+            kernels.append(k)
+        alpha, beta = kernels
+        assert json.loads(alpha.tools.dispatch("read_tag", {})) == {"tag": "alpha"}
+        assert json.loads(beta.tools.dispatch("read_tag", {})) == {"tag": "beta"}
+        session = {"session_id": "s", "model": None, "platform": None}
+        assert alpha.invoke_hook("on_session_start", **session) == ["alpha"]
+        assert beta.invoke_hook("on_session_start", **session) == ["beta"]
+    finally:
+        for k in kernels:
+            k.shutdown()
