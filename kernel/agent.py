@@ -371,6 +371,7 @@ class AgentSession:
         self.closed = True
         k = self.kernel
         k._agent_sessions.discard(self)
+        k._drop_injected(self.session_id)  # what was queued for it has no conversation to join
         if self.turns:
             k.invoke_hook(
                 "on_session_end",

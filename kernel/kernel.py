@@ -1194,6 +1194,11 @@ class Kernel:
             self._injected = [(t, m) for t, m in self._injected if not (t is None or t == session_id)]
         return taken
 
+    def _drop_injected(self, session_id: str) -> None:
+        """Forget the messages queued for a session that has closed."""
+        with self._lock:
+            self._injected = [(t, m) for t, m in self._injected if t != session_id]
+
     def _note_failure(self, plugin: str, problem: str) -> None:
         """Record a run-time failure of ``plugin`` (e.g. an event receiver) once, for the listings."""
         record = self._records.get(plugin)
