@@ -134,6 +134,8 @@ class KernelPluginManager(pluggy.PluginManager):
         if registered is None:
             return None
         self._kernel._unregister_pluggy(name)
+        if self._name2plugin.get(name) is registered:  # an object the kernel holds no record of
+            pluggy.PluginManager.unregister(self, registered)
         return registered
 
     def set_blocked(self, name: str) -> None:
