@@ -352,18 +352,3 @@ def test_nameless_registrations_of_one_class_get_numbered_names(make_kernel: Cal
     assert k.pm.register(first) == base
     assert k.pm.register(second) == f"{base}#2"
     assert k.pm.get_plugin(base) is first
-
-
-def test_a_callback_registered_after_its_plugin_left_is_refused(make_kernel: Callable[..., Kernel]) -> None:
-    """A ``ctx`` kept by a plugin after it was unregistered cannot add hooks any more."""
-    kept: dict[str, Any] = {}
-
-    def register(ctx: Any) -> None:
-        kept["ctx"] = ctx
-
-    k = make_kernel()
-    k.register(types.SimpleNamespace(register=register), name="leaver")
-    k.unregister("leaver")
-    with pytest.raises(PluginError, match="not registered"):
-        kept["ctx"].register_hook("on_session_start", lambda **kw: "late")
-    assert k.invoke_hook("on_session_start", **SESSION) == []
