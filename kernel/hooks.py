@@ -705,23 +705,18 @@ class HookEngine:
 
     def _call(self, cb: Callback, kwargs: dict[str, Any]) -> Any:
         timeout = self.timeout
-        if timeout is None:
-            result = cb.call(**kwargs)
-            if result is not None and type(result) not in _VALUES and inspect.isawaitable(result):
-                result = self.run_sync(result)
-            return result
-        deadline = time.monotonic() + timeout
+        deadline = None if timeout is None else time.monotonic() + timeout
         # An async callback only makes its coroutine here; a sync one may block: bound it.
-        result = cb.call(**kwargs) if cb.is_async else in_daemon_thread(lambda: cb.call(**kwargs), timeout)
+        result = cb.call(**kwargs) if cb.is_async else self._step(lambda: cb.call(**kwargs))
         if result is not None and type(result) not in _VALUES and inspect.isawaitable(result):
-            left = deadline - time.monotonic()
-            if left <= 0:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
                 _close_quietly(result)
-                raise HookTimeout(timeout)
+                raise HookTimeout(timeout or 0)
             try:
                 result = self.run_sync(result, left)
             except HookTimeout:
-                raise HookTimeout(timeout) from None
+                raise HookTimeout(timeout or 0) from None
         return result
 
     def _step(self, fn: Callable[[], Any]) -> Any:

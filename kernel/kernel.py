@@ -755,11 +755,16 @@ class Kernel:
         module that is another plugin's object already keeps the handle.
         """
         pm, handle = self.pm, record.obj
-        if target is handle or (not scan and pm.get_name(target) is not None):
+        if target is handle:
             return
         del pm._name2plugin[record.name]
         try:
             pm._register_object(target, record.name, scan)
+        except ValueError:  # the object is another plugin's already
+            pm._name2plugin[record.name] = handle
+            if scan:
+                raise
+            return
         except BaseException:
             pm._name2plugin[record.name] = handle
             raise
@@ -921,12 +926,9 @@ class Kernel:
     def _fire_slots(self, only: str | None) -> None:
         """Ask the slot-hook callbacks (of plugin ``only``, or all) for their providers, each once."""
         for hook, slot in hookspecs.SLOT_HOOKS.items():
-            for cb in self._hooks.callbacks(hook):
-                if (
-                    cb.error is not None
-                    or cb in self._slots_asked
-                    or (only is not None and cb.plugin != only)
-                ):
+            chain = self._hooks.chains.get(hook)  # its live callbacks, in call order
+            for cb in chain.callbacks if chain is not None else ():
+                if cb in self._slots_asked or (only is not None and cb.plugin != only):
                     continue
                 self._slots_asked.add(cb)
                 self._hooks.execute(

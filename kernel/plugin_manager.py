@@ -119,7 +119,7 @@ class KernelPluginManager(pluggy.PluginManager):
         self._name2plugin[name] = plugin
 
     def _unregister_object(self, plugin: object) -> None:
-        if self.get_name(plugin) is not None:
+        if plugin in self._name2plugin.values():  # checked in C; pluggy's get_name is a Python loop
             pluggy.PluginManager.unregister(self, plugin)
 
     def unregister(self, plugin: object | None = None, name: str | None = None) -> Any | None:
