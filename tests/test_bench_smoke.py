@@ -12,7 +12,16 @@ from conftest import REPO
 
 SCRIPT = REPO / "tests" / "benchmarks" / "bench_kernel.py"
 HOOKS = ("post_tool_call", "pre_llm_call")
-ROWS = ("plain-loop", "bare-loop", "plain-func", "pluggy", "kernel", "kernel-pm", "kernel-native")
+ROWS = (
+    "plain-loop",
+    "bare-loop",
+    "plain-func",
+    "pluggy",
+    "kernel",
+    "kernel-pm",
+    "kernel-native",
+    "native-pm",
+)
 QUICK_COUNTS = (5, 10)
 
 NUM = r"(\d+(?:\.\d+)?)"

@@ -309,6 +309,11 @@ def dispatch_rows(hook: str) -> list[tuple[str, str, str]]:
                 "kn.invoke_hook('post_tool_call', **kwargs)",
                 "kernel invoke_hook, 10 pluggy-native plugins",
             ),
+            (
+                "native-pm",
+                "kn.pm.hook.post_tool_call(**kwargs)",
+                "kernel k.pm.hook, 10 pluggy-native plugins",
+            ),
         ]
     plain = (
         "results = []\n"
@@ -330,6 +335,11 @@ def dispatch_rows(hook: str) -> list[tuple[str, str, str]]:
         ("kernel", "k.pre_llm_context(**kwargs)", "kernel pre_llm_context, 10 dir plugins"),
         ("kernel-pm", "SEP.join(k.pm.hook.pre_llm_call(**kwargs))", "kernel k.pm.hook.pre_llm_call + join"),
         ("kernel-native", "kn.pre_llm_context(**kwargs)", "kernel pre_llm_context, 10 pluggy-native plugins"),
+        (
+            "native-pm",
+            "SEP.join(kn.pm.hook.pre_llm_call(**kwargs))",
+            "kernel k.pm.hook + join, 10 native plugins",
+        ),
     ]
 
 
