@@ -179,7 +179,7 @@ def error_json(message: str, **extra: Any) -> str:
 _CALL_KERNEL: ContextVar[Any] = ContextVar("hermes_kernel_call_kernel", default=None)
 
 
-def current_kernel() -> Kernel | None:
+def calling_kernel() -> Kernel | None:
     """The kernel whose tool call (or agent turn) is in progress, if any."""
     return _CALL_KERNEL.get()
 

@@ -352,3 +352,15 @@ def test_nameless_registrations_of_one_class_get_numbered_names(make_kernel: Cal
     assert k.pm.register(first) == base
     assert k.pm.register(second) == f"{base}#2"
     assert k.pm.get_plugin(base) is first
+
+
+def test_pm_hook_calls_are_bounded_by_the_hook_timeout_too(make_kernel: Callable[..., Kernel]) -> None:
+    """``plugins.hook_timeout`` applies to ``k.pm.hook.<name>(...)`` as to ``invoke_hook``: a late
+    callback is left out, disabled, and the other plugins' results come back."""
+    never = threading.Event()
+    k = make_kernel(config={"plugins": {"hook_timeout": 0.3}})
+    k.register(hermes(on_session_start=lambda **kw: never.wait()), name="a_stuck")
+    k.register(hermes(on_session_start=lambda **kw: "on time"), name="b_fine")
+    assert k.pm.hook.on_session_start(**SESSION) == ["on time"]
+    assert k.plugin("a_stuck").hook_errors["on_session_start"].startswith("HookTimeout")
+    never.set()

@@ -73,9 +73,9 @@ def current_kernel() -> Kernel | None:
             if kernel is not None:
                 return kernel
         frame = frame.f_back
-    from ..tools import current_kernel as calling
+    from ..tools import calling_kernel
 
-    kernel = calling()
+    kernel = calling_kernel()
     if kernel is not None and kernel in kernels:
         return kernel
     return kernels[-1]
