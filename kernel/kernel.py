@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from . import compat, hookspecs, state, surfaces
+from . import compat, environ, hookspecs, state, surfaces
 from .commands import CliCommand, CommandRegistry
 from .compat import host as compat_host
 from .config import load_config, read_dotenv, resolve_home, section, truthy
@@ -41,6 +41,7 @@ from .discovery import (
     scan_entry_points,
     scan_root,
 )
+from .environ import KernelEnviron
 from .events import EventBus
 from .gateway.registry import PlatformRegistry
 from .hooks import (
@@ -260,7 +261,10 @@ class Kernel:
         self._gateway: Gateway | None = None
         self._refused: list[_Record] = []
         self._loaded = False
-        self._env_applied: dict[str, str] = {}
+        self._env_token = object()
+        #: This kernel's environment: the process's variables, then ``<home>/.env`` (see kernel.environ).
+        self.environ = KernelEnviron(self._env_token)
+        weakref.finalize(self, environ.release, self._env_token)
         self._closers: list[tuple[str, Callable[[], None]]] = []
         self._speech: Speech | None = None
         self._compat = False
@@ -278,10 +282,14 @@ class Kernel:
             if self._hermes_compat():
                 compat.install(self)
                 self._compat = True
-            for key, value in read_dotenv(self.home).items():
-                if key not in os.environ:
-                    os.environ[key] = value
-                    self._env_applied[key] = value
+            self.environ.dotenv = read_dotenv(self.home)
+            for name in environ.export(self._env_token, self.environ.dotenv):
+                self.log.warning(
+                    "env_not_exported",
+                    variable=name,
+                    reason="another kernel in this process exported it; this kernel uses its own value, "
+                    "plugins reading os.environ see the other one",
+                )
             disabled = self._disabled_names()
             merged, refused = self._discover()
             self._refused.extend(_Record.from_candidate(c) for c in refused)
@@ -344,7 +352,7 @@ class Kernel:
         """What the outcome of a load depends on, for :mod:`kernel.state`."""
         env_names = {v.name for c in merged.values() if c.manifest for v in c.manifest.requires_env}
         dotenv = read_dotenv(self.home)
-        present = sorted(n for n in env_names if os.environ.get(n) or dotenv.get(n))
+        present = sorted(n for n in env_names if self.environ.get(n) or dotenv.get(n))
         candidates = [
             (c.key, c.source, str(c.path), c.error, c.version, str(c.entry_point and c.entry_point.value))
             for c in [*merged.values(), *refused]
@@ -358,7 +366,8 @@ class Kernel:
         """Unregister everything and release the kernel's resources; idempotent.
 
         Variables that :meth:`load` exported from ``<home>/.env`` are removed
-        again (unless something changed them meanwhile).
+        again (unless something changed them meanwhile), or passed to another
+        live kernel whose ``.env`` sets them (see :mod:`kernel.environ`).
         """
         with self._lock:
             if self._closed:
@@ -374,9 +383,7 @@ class Kernel:
             self.providers.close()
             for name in list(self._records):
                 self._drop(name)
-            for key, value in self._env_applied.items():
-                if os.environ.get(key) == value:
-                    del os.environ[key]
+            environ.release(self._env_token)
             if self._compat:
                 compat.uninstall(self)
             self._hooks.close()
@@ -654,7 +661,7 @@ class Kernel:
             self.log.debug("skip", plugin=record.name, reason=record.error)
             return
         if manifest is not None:
-            missing = [v.name for v in manifest.requires_env if not os.environ.get(v.name)]
+            missing = [v.name for v in manifest.requires_env if not self.environ.get(v.name)]
             if missing:
                 record.error = f"Plugin {record.name} disabled (missing: {', '.join(missing)})"
                 self.log.warning("plugin_missing_env", plugin=record.name, missing=missing)

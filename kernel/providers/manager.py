@@ -114,7 +114,7 @@ class ProviderManager:
                 profile = self.catalog.get(str(name))
             except ProviderLookupError as exc:
                 raise ProviderSelectionError(f"model.provider: {exc}") from None
-            ok, reason = profile.availability(config)
+            ok, reason = profile.availability(config, self._kernel.environ)
             if not ok:
                 raise ProviderSelectionError(f"model provider '{profile.name}' is not available: {reason}")
             from .transport import ProviderError
@@ -140,7 +140,7 @@ class ProviderManager:
             profile = self.catalog.get(str(name))
         except ProviderLookupError as exc:
             raise ProviderSelectionError(f"provider: {exc}") from None
-        ok, reason = profile.availability(config)
+        ok, reason = profile.availability(config, self._kernel.environ)
         if not ok:
             raise ProviderSelectionError(f"model provider '{profile.name}' is not available: {reason}")
         from .transport import ProviderError
@@ -172,7 +172,7 @@ class ProviderManager:
             raise ProviderSelectionError(
                 f"model provider '{profile.name}' needs a model name: set model.model in config.yaml"
             )
-        api_key, base_url = profile.credentials(config)
+        api_key, base_url = profile.credentials(config, self._kernel.environ)
         return ChatCompletionsTransport(
             profile,
             model=model,
@@ -264,7 +264,9 @@ class ProviderManager:
         model_name = (self.model_config().get("provider") or "").casefold()
         for entry in self.catalog.entries():
             profile = entry.profile
-            ok, reason = profile.availability(self.model_config() if _is(profile, model_name) else {})
+            ok, reason = profile.availability(
+                self.model_config() if _is(profile, model_name) else {}, self._kernel.environ
+            )
             rows.append(
                 ProviderStatus(
                     "model_provider", profile.name, entry.plugin, _is(profile, model_name), ok, reason

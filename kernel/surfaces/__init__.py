@@ -39,7 +39,7 @@ DECLARED: dict[str, Callable[[Kernel], bool]] = {
     "speech": lambda k: (
         k.config.get("tts") is not None
         or k.config.get("stt") is not None
-        or bool(os.environ.get("HERMES_LOCAL_STT_COMMAND"))
+        or bool(k.environ.get("HERMES_LOCAL_STT_COMMAND"))
     ),
     "mcp": lambda k: k.config.get("mcp_servers") is not None,
 }

@@ -29,7 +29,6 @@ import fnmatch
 import hashlib
 import json
 import logging
-import os
 import re
 import threading
 import time
@@ -421,7 +420,7 @@ def load(kernel: Kernel) -> None:
                     f"config.yaml: 'mcp_servers' has a server named {key!r}, which is how YAML reads an "
                     "unquoted off/on/yes/no/true/false: quote the name"
                 )
-            cfg = parse_server(name, entry, os.environ)
+            cfg = parse_server(name, entry, kernel.environ)
         except ConfigProblem as exc:
             kernel._config_problem(f"{exc}; the server is skipped")
             _failed_record(kernel, name, f"{exc}; the server is skipped")

@@ -122,8 +122,11 @@ class ShellHook:
         """The event as the program reads it on stdin: JSON in ASCII (``\\u`` escapes), always encodable."""
         return _dumps(event_payload(self.event, kwargs)).encode("ascii")
 
-    def run(self, kwargs: Mapping[str, Any]) -> HookRun:
+    def run(self, kwargs: Mapping[str, Any], env: Mapping[str, str] | None = None) -> HookRun:
         """Run the command once for an event with ``kwargs``; never raises for the program's failures.
+
+        ``env`` is the program's environment (the kernel passes its own view,
+        :class:`~kernel.environ.KernelEnviron`); ``None`` inherits the process's.
 
         A run that cannot start because of what the call carries (a NUL byte, an
         oversized value, unencodable text in an argument) is marked so: a
@@ -143,6 +146,7 @@ class ShellHook:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 start_new_session=True,
+                env=None if env is None else dict(env),
             )
         except (OSError, ValueError) as exc:
             run.error = f"could not start: {_os_error(exc)}"
@@ -687,7 +691,7 @@ def make_callback(kernel: Kernel, hook: ShellHook) -> Callable[..., Any]:
         try:
             if not hook.matches(kwargs.get("tool_name")):
                 return None
-            run = hook.run(kwargs)
+            run = hook.run(kwargs, kernel.environ.child())
             if run.error is not None:
                 outcome = "blocked (fail_closed)" if run.result is not None else "ignored (fails open)"
                 log.warning(
@@ -769,7 +773,7 @@ def run_test(kernel: Kernel, event: str, kwargs: Mapping[str, Any]) -> tuple[lis
                 }
             )
             continue
-        rows.append(hook.run(kwargs).to_dict())
+        rows.append(hook.run(kwargs, kernel.environ.child()).to_dict())
     return rows, parsed
 
 

@@ -760,10 +760,12 @@ def mask_secrets(text: str) -> str:
     return text
 
 
-def _child_environment(passthrough: frozenset[str], extra: Mapping[str, str]) -> dict[str, str]:
+def _child_environment(
+    passthrough: frozenset[str], extra: Mapping[str, str], environ: Mapping[str, str]
+) -> dict[str, str]:
     env = {
         k: v
-        for k, v in os.environ.items()
+        for k, v in environ.items()
         if not k.startswith(ENV_PREFIX) and (k in passthrough or not is_secret_key(k))
     }
     env.update(extra)
@@ -1050,7 +1052,7 @@ class Speech:
 
     def _legacy(self, cfg: Mapping[str, Any]) -> _Provider | None:
         chosen = section(cfg, "stt", "provider")
-        command = os.environ.get(LEGACY_ENV) or read_dotenv(self._kernel.home).get(LEGACY_ENV)
+        command = self._kernel.environ.get(LEGACY_ENV) or read_dotenv(self._kernel.home).get(LEGACY_ENV)
         if chosen is not None and chosen != LEGACY_NAME:
             return None
         if not command or not command.strip():
@@ -1113,10 +1115,10 @@ class Speech:
                 raise SpeechError(f"{provider.label}: the {name} contains a NUL character")
         if template.shell:
             argv = [SHELL, "-c", template.script()]
-            env = _child_environment(provider.passthrough, template.environment(values))
+            env = _child_environment(provider.passthrough, template.environment(values), self._kernel.environ)
         else:
             argv = template.argv(values)
-            env = _child_environment(provider.passthrough, {})
+            env = _child_environment(provider.passthrough, {}, self._kernel.environ)
         started = time.monotonic()
         with (
             open(stdin if stdin is not None else os.devnull, "rb") as fin,
@@ -1277,7 +1279,7 @@ _SHELL_BUILTINS = frozenset(
 
 def _configured(kernel: Kernel) -> bool:
     cfg = kernel.config
-    return cfg.get("tts") is not None or cfg.get("stt") is not None or bool(os.environ.get(LEGACY_ENV))
+    return cfg.get("tts") is not None or cfg.get("stt") is not None or bool(kernel.environ.get(LEGACY_ENV))
 
 
 def load(kernel: Kernel) -> None:

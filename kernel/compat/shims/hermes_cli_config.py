@@ -94,7 +94,14 @@ def save_config(cfg: Mapping[str, Any]) -> None:
 
 
 def get_env_value(name: str) -> str | None:
-    """The environment variable ``name``, else its value in ``<home>/.env``, else ``None``."""
+    """The environment variable ``name``, else its value in ``<home>/.env``, else ``None``.
+
+    Answers from the calling plugin's kernel's view (:class:`~kernel.environ.KernelEnviron`), so a
+    value another kernel in the process exported is not seen.
+    """
+    kernel = current_kernel()
+    if kernel is not None and kernel.home == hermes_home():
+        return kernel.environ.get(name) or read_dotenv(kernel.home).get(name)
     value = os.environ.get(name)
     if value is not None:
         return value
