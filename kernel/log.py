@@ -1,19 +1,20 @@
 """Logging: structlog loggers over per-kernel stdlib handlers.
 
-The kernel never calls ``structlog.configure`` (that would take over an
-embedder's logging).  Each kernel wraps its own stdlib loggers with structlog
-processors and attaches two handlers, rendered by structlog's
-``ProcessorFormatter`` so that plugins using stdlib ``logging`` render the
-same way:
+The kernel follows the Python logging guidance for libraries: it never calls
+``structlog.configure`` or touches the root logger, and it leaves every logger
+it does not own as it found it.  Each kernel wraps its own stdlib logger
+(``hermes_kernel.k<N>``) with structlog processors and attaches its handlers to
+it and to its plugins' logger, rendered by structlog's ``ProcessorFormatter``
+so that plugins using stdlib ``logging`` render the same way:
 
 * ``<home>/logs/agent.log``: WARNING and up, DEBUG when
   ``HERMES_PLUGINS_DEBUG`` is set, and the audit lines of plugins' model
   calls (INFO); created on the first record.
 * stderr, only with ``HERMES_PLUGINS_DEBUG``: DEBUG and up.
 
-Kernel records do not propagate to the root logger (their message is a
-structlog event dict); an embedder who wants them attaches a handler to the
-``hermes_kernel`` logger.  Plugins' own stdlib records propagate as usual.
+Records propagate as any library's do (the ``hermes_kernel`` logger has a
+``NullHandler``); their message is the event rendered as text, secrets
+redacted and URLs masked, so an embedder's own handlers show them readably.
 """
 
 from __future__ import annotations
@@ -70,12 +71,10 @@ def redacted(value: Any, depth: int = 0) -> Any:
 _REDACTED = "***"
 _counter = itertools.count(1)
 
-# Kernel records carry structlog event dicts that only our formatter renders,
-# so they stop at the "hermes_kernel" logger instead of reaching the root
-# logger; an embedder who wants them attaches a handler there.
+# The library convention: a NullHandler on the top logger, nothing else.
 _PARENT = logging.getLogger("hermes_kernel")
-_PARENT.propagate = False
-_PARENT.addHandler(logging.NullHandler())
+if not any(isinstance(h, logging.NullHandler) for h in _PARENT.handlers):
+    _PARENT.addHandler(logging.NullHandler())
 
 
 _URL = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]+")
@@ -126,6 +125,37 @@ def redact_secrets(_logger: Any, _method: str, event: dict[str, Any]) -> dict[st
     return event
 
 
+_META = frozenset({"event", "level", "logger", "timestamp", "_record", "_from_structlog"})
+
+
+class _Event(dict):  # type: ignore[type-arg]
+    """A structlog event dict as a record's message: our formatter reads the dict, anyone else's
+    handler the text (``event key=value ...``, secrets redacted, URLs masked)."""
+
+    def __str__(self) -> str:
+        try:
+            event = mask_text_fields(None, "", redact_secrets(None, "", dict(self)))
+            pairs = " ".join(f"{k}={v!r}" for k, v in sorted(event.items()) if k not in _META)
+            return f"{event.get('event', '')} {pairs}".rstrip()
+        except Exception:
+            return str(dict.get(self, "event", "<unrenderable event>"))
+
+
+def _wrap_for_formatter(logger: Any, name: str, event_dict: dict[str, Any]) -> Any:
+    return (_Event(event_dict),), {"extra": {"_logger": logger, "_name": name}}
+
+
+class _Threshold(logging.Filter):
+    """Pass records at ``level`` and up, and every record of the ``audit`` logger."""
+
+    def __init__(self, level: int, audit: str) -> None:
+        super().__init__()
+        self.level, self.audit = level, audit
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= self.level or record.name == self.audit
+
+
 _PRE_CHAIN: list[Any] = [
     structlog.stdlib.add_log_level,
     structlog.stdlib.add_logger_name,
@@ -162,7 +192,12 @@ class KernelLogging:
         self.debug = debug
         self.log_file = home / "logs" / "agent.log"
         self.stdlib = logging.getLogger(f"hermes_kernel.k{next(_counter)}")
+        manager = logging.Logger.manager
+        # Loggers under the plugin namespace that exist already are the host's: kept at close.
+        prefix = plugin_namespace + "."
+        self._theirs = {n for n in manager.loggerDict if n == plugin_namespace or n.startswith(prefix)}
         self.plugin_logger = logging.getLogger(plugin_namespace)
+        level = logging.DEBUG if debug else logging.WARNING
         formatter = structlog.stdlib.ProcessorFormatter(
             processors=[
                 structlog.stdlib.ProcessorFormatter.remove_processors_meta,
@@ -172,9 +207,10 @@ class KernelLogging:
             ],
             foreign_pre_chain=_PRE_CHAIN,
         )
+        audit_name = f"{self.stdlib.name}.audit"
         file_handler = _LazyFileHandler(self.log_file, delay=True, encoding="utf-8")
-        # The loggers' levels decide what is written; the handlers take what they pass.
-        file_handler.setLevel(logging.DEBUG)
+        # What the file takes does not depend on levels a host gives the loggers.
+        file_handler.addFilter(_Threshold(level, audit_name))
         file_handler.setFormatter(formatter)
         self._handlers: list[logging.Handler] = [file_handler]
         if debug:
@@ -185,18 +221,27 @@ class KernelLogging:
         for target in (self.stdlib, self.plugin_logger):
             for handler in self._handlers:
                 target.addHandler(handler)
-            target.setLevel(logging.DEBUG if debug else logging.WARNING)
+        # Our own logger; without debug its effective level is the host's (WARNING by default).
+        self.stdlib.setLevel(logging.DEBUG if debug else logging.NOTSET)
+        self._plugin_level: int | None = None
+        if debug and self.plugin_logger.level == logging.NOTSET:
+            self._plugin_level = self.plugin_logger.level
+            self.plugin_logger.setLevel(logging.DEBUG)
 
-        # Audit lines (plugin model calls) are written at INFO even when the rest is at WARNING.
-        self.audit_stdlib = logging.getLogger(f"{self.stdlib.name}.audit")
+        # Audit lines (plugin model calls) are written at INFO even when the rest is at WARNING;
+        # they go to this kernel's handlers only (they are the file's, not a host's).
+        self.audit_stdlib = logging.getLogger(audit_name)
         self.audit_stdlib.setLevel(logging.INFO)
+        self.audit_stdlib.propagate = False
+        for handler in self._handlers:
+            self.audit_stdlib.addHandler(handler)
         self.audit = KernelLogger(
             self.audit_stdlib,
             [
                 structlog.stdlib.filter_by_level,
                 *_PRE_CHAIN,
                 redact_secrets,
-                structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
+                _wrap_for_formatter,
             ],
             {},
         )
@@ -205,29 +250,29 @@ class KernelLogging:
             [
                 structlog.stdlib.filter_by_level,
                 *_PRE_CHAIN,
-                structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
+                _wrap_for_formatter,
             ],
             {},
         )
 
     def close(self) -> None:
         """Detach and close this kernel's handlers."""
-        for target in (self.stdlib, self.plugin_logger):
+        for target in (self.stdlib, self.plugin_logger, self.audit_stdlib):
             for handler in self._handlers:
                 target.removeHandler(handler)
         for handler in self._handlers:
             handler.close()
-        # Late records from a closed kernel go nowhere rather than to stderr.
-        self.stdlib.addHandler(logging.NullHandler())
-        # Forget this kernel's loggers (its own and its plugins'), so that a host creating kernel
-        # after kernel does not accumulate them; objects still held keep working.
-        _forget_loggers(self.stdlib.name, self.plugin_logger.name)
+        if self._plugin_level is not None and self.plugin_logger.level == logging.DEBUG:
+            self.plugin_logger.setLevel(self._plugin_level)
+        # Forget the loggers this kernel created (its own and its plugins'), so that a host creating
+        # kernel after kernel does not accumulate them; objects still held keep working.
+        _forget_loggers((self.stdlib.name, self.plugin_logger.name), keep=self._theirs)
 
 
-def _forget_loggers(*names: str) -> None:
+def _forget_loggers(names: tuple[str, ...], keep: set[str]) -> None:
     manager = logging.Logger.manager
     lock = getattr(logging, "_lock", None)
     with lock if lock is not None else contextlib.nullcontext():
         for key in list(manager.loggerDict):
-            if any(key == name or key.startswith(name + ".") for name in names):
+            if key not in keep and any(key == name or key.startswith(name + ".") for name in names):
                 del manager.loggerDict[key]

@@ -23,8 +23,6 @@ from .config import Platform, PlatformConfig
 
 MessageHandler = Callable[["MessageEvent"], "Awaitable[str | None] | str | None"]
 
-_log = logging.getLogger("hermes_kernel.gateway")
-
 
 class MessageType(enum.StrEnum):
     """What kind of message arrived."""
@@ -167,15 +165,20 @@ class BasePlatformAdapter(ABC):
         """
         handler = self._message_handler
         if handler is None:
-            _log.warning("platform %s: no message handler set; message dropped", self.name)
+            _logger(self).warning("platform %s: no message handler set; message dropped", self.name)
             return None
         try:
             answer = handler(event)
             if inspect.isawaitable(answer):
                 answer = await answer
         except Exception:
-            _log.exception("platform %s: the message handler failed", self.name)
+            _logger(self).exception("platform %s: the message handler failed", self.name)
             return None
         if isinstance(answer, str) and answer.strip() and event.chat_id is not None:
             await self.send(event.chat_id, answer, reply_to=event.message_id)
         return answer if isinstance(answer, str) else None
+
+
+def _logger(adapter: BasePlatformAdapter) -> logging.Logger:
+    """The logger of the adapter's module: a plugin's adapter logs into its kernel's ``agent.log``."""
+    return logging.getLogger(type(adapter).__module__)

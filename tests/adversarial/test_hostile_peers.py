@@ -29,7 +29,7 @@ def irc_spec(tmp_path: Path) -> Iterator[Any]:
 
 
 @pytest.mark.parametrize("flood", [70_000, 300_000])
-def test_an_overlong_line_during_registration_is_skipped(irc_spec: Any, flood: int) -> None:
+def test_an_overlong_line_during_registration_is_skipped(irc_spec: Any, flood: int, tmp_path: Path) -> None:
     seen: list[bytes] = []
 
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -60,3 +60,6 @@ def test_an_overlong_line_during_registration_is_skipped(irc_spec: Any, flood: i
     connected, is_connected, error = asyncio.run(scenario())
     assert connected is True, error
     assert is_connected is True
+    # The bundled adapter's records reach the kernel's log (they used to end at a NullHandler).
+    log = (tmp_path / "hermes" / "logs" / "agent.log").read_text(encoding="utf-8")
+    assert "sent a line over 64 KiB; it was skipped" in log

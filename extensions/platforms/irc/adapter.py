@@ -37,7 +37,8 @@ from typing import Any
 from kernel.gateway import BasePlatformAdapter, MessageEvent, MessageType, SendResult, SessionSource
 from kernel.gateway.config import PlatformConfig
 
-log = logging.getLogger("hermes_kernel.gateway.irc")
+# Loaded as a plugin, the module lives under the kernel's plugin package: its records go to agent.log.
+log = logging.getLogger(__name__)
 
 #: IRC's limit for one line, CR LF included.
 LINE_LIMIT = 512
