@@ -20,6 +20,7 @@ go on the kernel's event bus at the matching points.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import time
 import uuid
@@ -152,6 +153,11 @@ class AgentSession:
             raise AgentError("this session is closed")
         with self.kernel.tools.call_context(session_id=self.session_id, task_id=self.task_id):
             return self._run(user_message)
+
+    async def arun(self, user_message: str) -> TurnResult:
+        """:meth:`run` for async hosts: the turn runs on a worker thread, with the caller's context
+        variables, so the caller's event loop keeps running; tools go through the same pipeline."""
+        return await asyncio.to_thread(self.run, user_message)
 
     def _run(self, user_message: str) -> TurnResult:
         k = self.kernel

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import contextvars
 import copy
 import difflib
 import inspect
 import json
-import os
 import re
 import threading
 import time
@@ -177,6 +178,10 @@ def error_json(message: str, **extra: Any) -> str:
 
 
 _CALL_KERNEL: ContextVar[Any] = ContextVar("hermes_kernel_call_kernel", default=None)
+# The event loop of the adispatch caller: a coroutine handler is awaited there, not on the kernel's loop.
+_CALLER_LOOP: ContextVar[asyncio.AbstractEventLoop | None] = ContextVar(
+    "hermes_kernel_caller_loop", default=None
+)
 
 
 def calling_kernel() -> Kernel | None:
@@ -271,7 +276,7 @@ class ToolRegistry:
         """Whether the model may use ``tool`` now, and why not."""
         if tool.error is not None:
             return False, f"disabled: {tool.error}"
-        missing = [v for v in tool.requires_env if not os.environ.get(v)]
+        missing = [v for v in tool.requires_env if not self._kernel.environ.get(v)]
         if missing:
             return False, f"missing environment variable(s): {', '.join(missing)}"
         if tool.check_fn is None:
@@ -374,13 +379,30 @@ class ToolRegistry:
                 result = _as_json_text(replacement)
         return result
 
+    async def adispatch(self, name: str, args: Any = None, **context: Any) -> str:
+        """:meth:`dispatch` for async hosts: the caller's event loop keeps running meanwhile.
+
+        The pipeline (guards, middleware, hooks, a sync handler) runs on a
+        worker thread with the caller's context variables; a coroutine handler
+        is awaited on the caller's loop. Cancelling the awaiting task does not
+        stop a handler already running.
+        """
+        loop = asyncio.get_running_loop()
+        ctx = contextvars.copy_context()
+        ctx.run(_CALLER_LOOP.set, loop)
+        return await loop.run_in_executor(None, lambda: ctx.run(self.dispatch, name, args, **context))
+
     def _run_handler(
         self, tool: Tool, args: dict[str, Any], context: dict[str, Any]
     ) -> tuple[str, str, str | None, str | None]:
         def handler(call_args: dict[str, Any]) -> Any:
             value = tool.call(call_args, **context)
             if inspect.isawaitable(value):
-                value = self._kernel._hooks.run_sync(value)
+                loop = _CALLER_LOOP.get()
+                if loop is not None and loop.is_running() and asyncio._get_running_loop() is not loop:
+                    value = asyncio.run_coroutine_threadsafe(_awaited(value), loop).result()
+                else:
+                    value = self._kernel._hooks.run_sync(value)
             return value
 
         try:
@@ -488,3 +510,7 @@ def _as_json_text(text: str) -> str:
 
 def _reject_constant(name: str) -> float:
     raise ValueError(f"{name} is not valid JSON")
+
+
+async def _awaited(awaitable: Any) -> Any:
+    return await awaitable

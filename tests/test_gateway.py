@@ -199,6 +199,8 @@ class LineChatAdapter(BasePlatformAdapter):
         self.release = asyncio.Event()
         # self_reconnect: the adapter restores a dropped connection itself (once `release` is set).
         self.reconnects_itself = bool(config.extra.get("self_reconnect", False))
+        # inline: await handle_message inside the read loop (the Hermes adapters' convention).
+        self.inline = bool(config.extra.get("inline", False))
         self._writer = None
         self._reading = None
         self._closing = False
@@ -234,7 +236,10 @@ class LineChatAdapter(BasePlatformAdapter):
             kind = "channel" if chat.startswith("#") else "dm"
             source = SessionSource(self.platform, chat, chat_type=kind, user_id=user, user_name=user)
             event = MessageEvent(text=text, source=source, message_id=message_id)
-            self._spawn(self.handle_message(event))  # keep reading meanwhile
+            if self.inline:
+                await self.handle_message(event)
+            else:
+                self._spawn(self.handle_message(event))  # keep reading meanwhile
         # The server dropped us.
         self._mark_disconnected()
         if self.reconnects_itself and not self._closing:
@@ -1169,6 +1174,64 @@ def test_stop_disconnects_every_adapter_and_finalizes_the_sessions(
         second.close()
         await one.close()
         await two.close()
+
+    run(scenario())
+
+
+class HeldTurn:
+    """A plugin whose ``pre_llm_call`` waits for ``release`` (set from the test's loop)."""
+
+    def __init__(self) -> None:
+        self.started = threading.Event()
+        self.release = threading.Event()
+
+    def register(self, ctx: Any) -> None:
+        ctx.register_hook("pre_llm_call", self._before_model)
+
+    def _before_model(self, **_: Any) -> None:
+        self.started.set()
+        assert self.release.wait(DEADLINE)
+
+
+def test_stop_waits_for_the_turn_not_for_an_adapter_that_awaits_handle_message_in_its_read_loop(
+    hermes: Path, kernels: Callable[..., Kernel], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The adapter's read task never ends by itself; the gateway must finish the turn in progress,
+    answer it, and stop — without waiting out the drain timeout (made an hour here)."""
+    from kernel.gateway import runner
+
+    monkeypatch.setattr(runner, "DRAIN_TIMEOUT", 3600.0)
+    platform_plugin(hermes, "linechat")
+
+    async def scenario() -> None:
+        server = await ChatServer().start()
+        config = chat_config(
+            hermes,
+            ["First.", "Second."],
+            {"linechat": {"enabled": True, "port": server.port, "inline": True}},
+        )
+        k = kernels(hermes, config)
+        held = HeldTurn()
+        task = await start_gateway(k, ("linechat", server))
+        client = await ChatClient.open(server)
+        try:
+            held.release.set()
+            assert (await client.ask("#z", "ada", "one?"))["text"] == "First."
+            held.release.clear()
+            k.register(held, name="held-turn")
+            await client.say("#z", "ada", "two?")
+            await until(held.started.is_set, "the second turn to start")
+            k.gateway.stop()
+            held.release.set()
+            assert (await client.reply(DEADLINE))["text"] == "Second.", "the turn in progress is answered"
+            await asyncio.wait_for(task, DEADLINE)
+            assert k.gateway.adapters == {}
+        finally:
+            held.release.set()
+            client.close()
+            if not task.done():
+                await stop_gateway(k, task)
+            await server.close()
 
     run(scenario())
 

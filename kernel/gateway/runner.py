@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -77,7 +76,7 @@ class Gateway:
         self._stop: asyncio.Event | None = None
         self._tasks: list[asyncio.Task[Any]] = []
         self._session_locks: dict[tuple[str, str], asyncio.Lock] = {}
-        self._inflight: set[asyncio.Task[Any]] = set()
+        self._inflight: set[asyncio.Future[None]] = set()
 
     # -- which platforms ------------------------------------------------------------
 
@@ -102,7 +101,7 @@ class Gateway:
                 data, source = {**found, **(raw or {}), "enabled": True}, "env"
         if data is None:
             return None, "", f"not enabled: set gateway.platforms.{spec.name}.enabled: true in config.yaml"
-        missing = [v for v in spec.required_env if not os.environ.get(v)]
+        missing = [v for v in spec.required_env if not kernel.environ.get(v)]
         if missing:
             return None, source, f"missing environment variable(s): {', '.join(missing)}"
         if spec.check_fn is not None:
@@ -299,12 +298,23 @@ class Gateway:
                 return
             if action == "rewrite":
                 text = value
+        # The turn itself is what shutdown waits for, not the task running it: an adapter may await
+        # handle_message inside its own read loop, a task that ends only when the adapter does.
+        turn = asyncio.get_running_loop().create_future()
+        self._inflight.add(turn)
+        try:
+            await self._answer(spec, adapter, event, text)
+        finally:
+            self._inflight.discard(turn)
+            turn.set_result(None)
+
+    async def _answer(
+        self, spec: PlatformSpec, adapter: BasePlatformAdapter, event: MessageEvent, text: str
+    ) -> None:
+        kernel = self._kernel
+        chat = event.chat_id
         key = (spec.name, str(chat))
         lock = self._session_locks.setdefault(key, asyncio.Lock())
-        task = asyncio.current_task()
-        if task is not None:
-            self._inflight.add(task)
-            task.add_done_callback(self._inflight.discard)
         async with lock:  # one turn at a time per chat
             session = self._session(spec, event, key)
             user = event.source.user_id if event.source is not None else None
@@ -318,7 +328,7 @@ class Gateway:
                 )
             else:
                 try:
-                    result = await asyncio.to_thread(session.run, text)
+                    result = await session.arun(text)
                     reply = result.reply
                 except Exception as exc:
                     kernel.log.warning("gateway_turn_failed", platform=spec.name, error=describe(exc))
@@ -362,8 +372,9 @@ class Gateway:
 
     def home_channel(self, spec: PlatformSpec, config: PlatformConfig | None = None) -> str | None:
         """Where deliveries go: ``$<cron_deliver_env_var>``, else the platform's ``home_channel``."""
-        if spec.cron_deliver_env_var and os.environ.get(spec.cron_deliver_env_var):
-            return os.environ[spec.cron_deliver_env_var]
+        environ = self._kernel.environ
+        if spec.cron_deliver_env_var and environ.get(spec.cron_deliver_env_var):
+            return environ[spec.cron_deliver_env_var]
         return config.home_channel if config is not None else None
 
     def deliver(self, platform: str, text: str, *, timeout: float = 60.0) -> list[SendResult]:
