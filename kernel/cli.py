@@ -15,6 +15,7 @@ from . import cli_admin, cli_chat, cli_gateway
 from .commands import CliCommand
 from .kernel import Kernel, PluginInfo
 from .log import mask_urls
+from .safe_yaml import DataRefused, load_json
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -269,7 +270,10 @@ def _tools_list(args: argparse.Namespace) -> int:
 
 def _tools_call(args: argparse.Namespace) -> int:
     try:
-        arguments: Any = json.loads(args.arguments)
+        arguments: Any = load_json(args.arguments, "the arguments")
+    except DataRefused as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     except ValueError as exc:
         print(f"error: arguments are not valid JSON: {exc}", file=sys.stderr)
         return 2
@@ -284,7 +288,7 @@ def _tools_call(args: argparse.Namespace) -> int:
 
 def _is_error(result: str) -> bool:
     try:
-        data = json.loads(result)
+        data = load_json(result, "the result")
     except ValueError:
         return False
     return isinstance(data, dict) and "error" in data

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .config import load_config, section
+from .safe_yaml import load_json
 
 if TYPE_CHECKING:
     from .kernel import Kernel
@@ -440,7 +441,7 @@ def _parse(text: str, json_schema: Mapping[str, Any] | None) -> tuple[Any, str]:
     match = _FENCE.search(text or "")
     candidate = match.group(1) if match else (text or "")
     try:
-        parsed = json.loads(candidate)
+        parsed = load_json(candidate, "the reply")  # bounded: a deep reply is text, never a RecursionError
     except ValueError:
         return None, "text"
     if json_schema is not None:

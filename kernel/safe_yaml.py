@@ -7,11 +7,13 @@ events that refuses aliases which would expand past :data:`MAX_NODES` values (a
 "billion laughs") or which point into a collection that contains them (a
 self-reference).  :func:`data_problem` bounds Python data the same way before the
 kernel stores it (``ctx.set_config``), so that what one plugin writes can never
-make the file unreadable for everyone.
+make the file unreadable for everyone.  :func:`load_json` does the same for JSON
+that peers send (model responses, tool-call arguments, structured replies).
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +32,9 @@ MAX_DOTENV_BYTES = 1024 * 1024
 # What a plugin may store through ctx.set_config.
 MAX_STORED_VALUES = 10_000
 MAX_STORED_DEPTH = 50
+# JSON from peers (response bodies, tool-call arguments, structured replies).
+MAX_JSON_DEPTH = 100
+MAX_JSON_VALUES = 1_000_000
 
 
 class YamlRefused(yaml.YAMLError):
@@ -143,3 +148,27 @@ def data_problem(
             children = item.values() if isinstance(item, dict) else item
             stack.extend((child, depth + 1) for child in children)
     return None
+
+
+class DataRefused(ValueError):
+    """Data refused for its shape (too deep, too many values); the message says which bound."""
+
+
+def load_json(
+    text: str | bytes,
+    what: str = "the JSON",
+    max_depth: int = MAX_JSON_DEPTH,
+    max_values: int = MAX_JSON_VALUES,
+) -> Any:
+    """``json.loads(text)`` within bounds: ``json.JSONDecodeError`` for invalid JSON;
+    :class:`DataRefused` (naming ``what``) for lists or mappings nested deeper than
+    ``max_depth``, or more than ``max_values`` values."""
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise DataRefused(f"{what}: lists or mappings nested deeper than {max_depth} levels") from None
+    if isinstance(value, dict | list):
+        problem = data_problem(value, max_values, max_depth, shared_ok=True)
+        if problem is not None:
+            raise DataRefused(f"{what}: {problem}")
+    return value

@@ -48,7 +48,7 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -57,6 +57,7 @@ import httpx
 import tenacity
 
 from ..middleware import acall_model, call_model
+from ..safe_yaml import DataRefused, load_json
 from .profile import ProviderProfile
 
 __all__ = [
@@ -70,6 +71,8 @@ __all__ = [
 
 # How much of a non-JSON error body goes into an error message.
 _BODY_EXCERPT = 300
+#: The largest response body read; a larger one is a malformed response (and is not kept in memory).
+MAX_RESPONSE_BYTES = 32 * 1024 * 1024
 
 
 # --------------------------------------------------------------------------
@@ -91,7 +94,9 @@ class ToolCall:
         if not text:
             return {}
         try:
-            value = json.loads(text)
+            value = load_json(text, f"the arguments of tool call '{self.name}' ({self.id})")
+        except DataRefused:
+            raise
         except ValueError as exc:
             raise ValueError(
                 f"the arguments of tool call '{self.name}' ({self.id}) are not valid JSON: {exc}; "
@@ -504,12 +509,14 @@ class ChatCompletionsTransport(MiddlewareCalls):
         call = self._call(request, session_id, task_id, turn_id)
         fire(self.hooks, call.pre())
         try:
-            response = self._sync_client().post(self.url, headers=self.headers(), json=request)
+            sent = self._sync_client().stream("POST", self.url, headers=self.headers(), json=request)
+            with sent as response:
+                content = _read_capped(response.iter_bytes())
         except httpx.TransportError as exc:
             error = self._transport_error(exc, request["model"])
             fire(self.hooks, call.error(str(error), None, number))
             raise error from None
-        result, error = self._handle(response.status_code, response.headers, response.content, request)
+        result, error = self._handle(response.status_code, response.headers, content, request)
         if error is not None:
             fire(self.hooks, call.error(str(error), error.status_code, number))
             raise error
@@ -571,12 +578,13 @@ class ChatCompletionsTransport(MiddlewareCalls):
         call = self._call(request, session_id, task_id, turn_id)
         await afire(self.hooks, call.pre())
         try:
-            response = await client.post(self.url, headers=self.headers(), json=request)
+            async with client.stream("POST", self.url, headers=self.headers(), json=request) as response:
+                content = await _aread_capped(response.aiter_bytes())
         except httpx.TransportError as exc:
             error = self._transport_error(exc, request["model"])
             await afire(self.hooks, call.error(str(error), None, number))
             raise error from None
-        result, error = self._handle(response.status_code, response.headers, response.content, request)
+        result, error = self._handle(response.status_code, response.headers, content, request)
         if error is not None:
             await afire(self.hooks, call.error(str(error), error.status_code, number))
             raise error
@@ -644,27 +652,35 @@ class ChatCompletionsTransport(MiddlewareCalls):
         )
 
     def _handle(
-        self, status: int, headers: Mapping[str, str], content: bytes, request: dict[str, Any]
+        self, status: int, headers: Mapping[str, str], content: bytes | None, request: dict[str, Any]
     ) -> tuple[ChatResult | None, ProviderError | None]:
+        """The result or the error of one response; ``content`` is ``None`` when the body was too large."""
         model = request["model"]
         if status >= 400:
             retryable = status == 429 or status >= 500
             message = f"HTTP {status}"
-            detail = _error_message(content)
+            detail = _error_message(content) if content is not None else "(a body too large to read)"
             if detail:
                 message += f": {detail}"
             retry_after = _retry_after(headers.get("retry-after")) if retryable else None
             return None, self._error(
                 message, model, status_code=status, retryable=retryable, retry_after=retry_after
             )
-        try:
-            data = json.loads(content)
-        except ValueError:
+        if content is None:
             return None, self._error(
-                f"malformed response (HTTP {status}): the body is not JSON: {_excerpt(content)!r}",
+                f"malformed response (HTTP {status}): the body is over {MAX_RESPONSE_BYTES:,} bytes; "
+                "it was not read",
                 model,
                 status_code=status,
                 malformed=True,
+            )
+        try:
+            data = load_json(content, "the body")
+        except ValueError as exc:
+            refused = isinstance(exc, DataRefused)
+            detail = str(exc) if refused else f"the body is not JSON: {_excerpt(content)!r}"
+            return None, self._error(
+                f"malformed response (HTTP {status}): {detail}", model, status_code=status, malformed=True
             )
         try:
             result = self._parse(data, model)
@@ -816,12 +832,33 @@ def _price(prices: Mapping[str, float], input_tokens: int, output_tokens: int, c
     return ((input_tokens - cached) * per_in + cached * per_cached + output_tokens * per_out) / 1_000_000
 
 
+def _read_capped(chunks: Iterator[bytes]) -> bytes | None:
+    """The body from its chunks, or ``None`` once it grows past :data:`MAX_RESPONSE_BYTES`."""
+    parts, size = [], 0
+    for chunk in chunks:
+        size += len(chunk)
+        if size > MAX_RESPONSE_BYTES:
+            return None
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+async def _aread_capped(chunks: AsyncIterator[bytes]) -> bytes | None:
+    parts, size = [], 0
+    async for chunk in chunks:
+        size += len(chunk)
+        if size > MAX_RESPONSE_BYTES:
+            return None
+        parts.append(chunk)
+    return b"".join(parts)
+
+
 def _error_message(body: Any) -> str:
     """The provider's own error text from a body (bytes or decoded), or a short excerpt."""
     data = body
     if isinstance(body, bytes | str):
         try:
-            data = json.loads(body)
+            data = load_json(body, "the body")
         except ValueError:
             return _excerpt(body)
     if isinstance(data, dict):
