@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from . import compat, environ, hookspecs, state, surfaces
+from . import compat, environ, hookspecs, state, surfaces, watchdog
 from .commands import CliCommand, CommandRegistry
 from .compat import host as compat_host
 from .config import load_config, read_dotenv, resolve_home, section, truthy
@@ -75,6 +75,8 @@ __version__ = "0.1.0"
 
 # The owner of the kernel's own tools (``skill_view``) in the tool registry.
 BUILTIN_PLUGIN = "builtin"
+#: Seconds a plugin's import plus its register() may take (plugins.register_timeout; 0 = no bound).
+DEFAULT_REGISTER_TIMEOUT = 30.0
 
 # The error of a plugin whose name is blocked on k.pm.
 BLOCKED = "blocked (k.pm.set_blocked): nothing of it is loaded"
@@ -236,7 +238,10 @@ class Kernel:
         self._closed = False
         self._lock = threading.RLock()
         self.pm = KernelPluginManager(self)
-        self._hooks = HookEngine(self.pm, self._on_hook_failure, timeout=self._hook_timeout())
+        self._hooks = HookEngine(self.pm, self._on_hook_failure, timeout=self._seconds("hook_timeout", None))
+        # Each plugin's import and register() run on this thread, bounded by plugins.register_timeout.
+        self._register_timeout = self._seconds("register_timeout", DEFAULT_REGISTER_TIMEOUT)
+        self._loader = watchdog.Runner("hermes-kernel-loader")
         self.pm.engine = self._hooks
         self._fast = self._hooks.fast
         if type(self).invoke_hook is Kernel.invoke_hook:
@@ -387,6 +392,7 @@ class Kernel:
             if self._compat:
                 compat.uninstall(self)
             self._hooks.close()
+            self._loader.close()
             self._logging.close()
             self._release_namespace()
 
@@ -588,16 +594,25 @@ class Kernel:
 
     # -- internals: loading ------------------------------------------------------
 
-    def _hook_timeout(self) -> float | None:
-        value = section(self.config, "plugins", "hook_timeout")
-        if value is None or value == 0:
+    def _held_while_loading(self) -> tuple[Any, ...]:
+        """The kernel's locks a loading thread may hold and a plugin's register() takes: let go of
+        while the loader thread runs it (load() holds the first two, a provider lookup the others)."""
+        return (self._lock, self._hooks._lock, self.providers._lock, self.providers.catalog._lock)
+
+    def _seconds(self, key: str, default: float | None) -> float | None:
+        """``plugins.<key>``: a number of seconds, ``0`` for none; ``default`` when absent or invalid."""
+        value = section(self.config, "plugins", key)
+        if value is None:
+            return default
+        if value == 0 and not isinstance(value, bool):
             return None
         if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+            shown = "none" if default is None else f"{default:g} s"
             self._config_problem(
-                f"config.yaml: 'plugins.hook_timeout' must be a number of seconds (0 = none), "
-                f"not {value!r}; ignored"
+                f"config.yaml: 'plugins.{key}' must be a number of seconds (0 = none), "
+                f"not {value!r}; using {shown}"
             )
-            return None
+            return default
         return float(value)
 
     def _hermes_compat(self) -> bool:
@@ -688,10 +703,8 @@ class Kernel:
         def sink(profile: Any) -> None:
             self._offer_provider("model_provider", profile, record.name)
 
-        try:
-            # Its object in k.pm until the import tells whether it has one of its own.
-            record.obj = PluginHandle(record.name)
-            self.pm._register_object(record.obj, record.name, scan=False)
+        def work() -> None:
+            nonlocal phase
             # Hermes-style module-level calls (providers.register_provider,
             # tools.registry.registry, ...) made while it loads are its own.
             entry_point = record.entry_point
@@ -705,6 +718,29 @@ class Kernel:
                     record.path = _source_dir(target)
                 phase = "register"
                 self._register_target(record, target, ctx)
+
+        try:
+            # Its object in k.pm until the import tells whether it has one of its own.
+            record.obj = PluginHandle(record.name)
+            self.pm._register_object(record.obj, record.name, scan=False)
+            if self._register_timeout is None:
+                work()
+            else:
+                self._loader.call(work, self._register_timeout, release=self._held_while_loading())
+        except watchdog.Overran as exc:
+            # Dead first (its context refuses from now on), then undone; its code may go on running.
+            self._release(record)
+            ctx._rollback()
+            if record.module_name:
+                _evict_modules(record.module_name)
+            what = "its import" if phase == "import" else "register()"
+            record.error = (
+                f"{what} {exc} (plugins.register_timeout); not loaded — its code may still be running "
+                "in the background: fix the plugin, or raise the timeout in config.yaml"
+            )
+            record.enabled = False
+            self.log.warning("plugin_load_failed", plugin=record.name, error=record.error)
+            return record.error
         except BaseException as exc:
             ctx._rollback()
             self._release(record)
