@@ -6,7 +6,6 @@ import argparse
 import contextlib
 import json
 import os
-import re
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -14,7 +13,7 @@ from typing import Any
 from . import cli_admin, cli_chat, cli_gateway
 from .commands import CliCommand
 from .kernel import Kernel, PluginInfo
-from .log import mask_urls
+from .log import shown
 from .safe_yaml import DataRefused, load_json
 
 
@@ -55,16 +54,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout, sys.stderr = streams
 
 
-# Characters that would steer a terminal (C0 but tab and newline, DEL, C1) or reorder the text shown
-# (bidirectional overrides): shown as escapes, never passed through.
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-def _escape(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-
-
 class EscapingStream:
     """A text stream that writes control characters as visible escapes (``\\x1b``, ``\\u202e``)
     and URLs without their credentials (``https://***@host/?api-key=***``).
@@ -77,7 +66,7 @@ class EscapingStream:
         self._stream = stream
 
     def write(self, text: str) -> int:
-        self._stream.write(_CONTROL.sub(_escape, mask_urls(text)))
+        self._stream.write(shown(text))
         return len(text)
 
     def __getattr__(self, name: str) -> Any:

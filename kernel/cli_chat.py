@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from .kernel import Kernel
-from .log import redacted
+from .log import redacted, shown
 
 if TYPE_CHECKING:
     from .agent import AgentSession, TurnResult
@@ -311,12 +311,14 @@ class Chat:
     # -- output ------------------------------------------------------------------------
 
     def say(self, text: str = "") -> None:
-        self.out.write(text + "\n")
+        """Print ``text``: replies, plugin names and errors are text from outside, so control
+        characters are shown as escapes and URLs masked (see :func:`kernel.log.shown`)."""
+        self.out.write(shown(text) + "\n")
         self.out.flush()
 
     def warn(self, text: str) -> None:
         self.out.flush()
-        self.err.write(text + "\n")
+        self.err.write(shown(text) + "\n")
         self.err.flush()
 
     def banner(self) -> str:

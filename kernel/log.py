@@ -107,6 +107,22 @@ def mask_urls(text: str) -> str:
     return _URL.sub(lambda match: mask_url(match.group()), text) if "://" in text else text
 
 
+# Characters that would steer a terminal (C0 but tab and newline, DEL, C1) or reorder the text shown
+# (bidirectional overrides): shown as escapes, never passed through.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def shown(text: str) -> str:
+    """``text`` as a terminal may show it: control characters as visible escapes (``\\x1b``,
+    ``\\u202e``), URLs without their credentials."""
+    return _CONTROL.sub(_escape, mask_urls(text))
+
+
 def mask_text_fields(_logger: Any, _method: str, event: dict[str, Any]) -> dict[str, Any]:
     """Mask the URLs in every text value of an event (the message included) before it is rendered."""
     for key, value in event.items():

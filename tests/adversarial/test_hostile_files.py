@@ -209,6 +209,31 @@ def test_install_refuses_a_repository_whose_links_point_outside_it(home: Path, t
     assert not any("canary" in p.read_text(errors="replace") for p in installed if p.is_file())
 
 
+def test_the_chat_never_prints_terminal_controls_from_the_model_or_plugins(
+    plugin_dir: Callable[..., Path], home: Path
+) -> None:
+    """``chat`` (left out of the CLI's escaping stream, it owns the terminal): a model reply carrying
+    ``ESC[2J``, a bell and a right-to-left override is shown escaped; so is ``/plugins``."""
+    evil = "nice\x1b[2J\x07\u202eplugin"
+    plugin_dir("evil", "def register(ctx):\n    pass\n", manifest={"name": "evil", "description": evil})
+    (home / "script.yaml").write_text(yaml.safe_dump([f"reply {evil}"]), encoding="utf-8")
+    config = {"model": {"provider": "scripted", "script": "script.yaml"}}
+    (home / "config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    proc = subprocess.run(
+        [*CLI, "chat"],
+        env=cli_env(home),
+        input="hello\n/plugins\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    shown = proc.stdout + proc.stderr
+    assert proc.returncode == 0, shown
+    assert "\x1b" not in shown and "\x07" not in shown and "\u202e" not in shown, shown
+    assert "reply nice\\x1b[2J\\x07\\u202eplugin" in proc.stdout, "the model's reply, escaped"
+
+
 def test_the_cli_never_prints_terminal_controls_from_plugins(
     plugin_dir: Callable[..., Path], home: Path
 ) -> None:
