@@ -15,6 +15,8 @@ import types
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from kernel import Kernel
 from kernel.agent import AgentSession
 from kernel.testing import scripted_config, write_script
@@ -63,12 +65,18 @@ def register(ctx):
 """
 
 
-def test_a_blocking_tool_does_not_stall_the_callers_loop(
+@pytest.fixture
+def slow(
     make_kernel: Callable[..., Kernel], plugin_dir: Callable[..., object], sink: types.ModuleType
-) -> None:
+) -> Kernel:
+    """A kernel with plugin ``slow``; ``hook_sink.gate`` is the event its blocking code waits for."""
     plugin_dir("slow", SLOW)
     sink.gate = threading.Event()
-    k = make_kernel()
+    return make_kernel()
+
+
+def test_a_blocking_tool_does_not_stall_the_callers_loop(slow: Kernel, sink: types.ModuleType) -> None:
+    k = slow
 
     async def host() -> tuple[str, int]:
         ticks = 0
@@ -95,12 +103,8 @@ def test_a_blocking_tool_does_not_stall_the_callers_loop(
     assert ("blocking", "host-session") in sink.calls, "the caller's context variables reach the handler"
 
 
-def test_a_coroutine_tool_is_awaited_on_the_callers_loop(
-    make_kernel: Callable[..., Kernel], plugin_dir: Callable[..., object], sink: types.ModuleType
-) -> None:
-    plugin_dir("slow", SLOW)
-    sink.gate = threading.Event()
-    k = make_kernel()
+def test_a_coroutine_tool_is_awaited_on_the_callers_loop(slow: Kernel, sink: types.ModuleType) -> None:
+    k = slow
 
     async def host() -> tuple[str, asyncio.AbstractEventLoop]:
         return await k.tools.adispatch("on_loop", {}), asyncio.get_running_loop()
@@ -114,11 +118,9 @@ def test_a_coroutine_tool_is_awaited_on_the_callers_loop(
 
 
 def test_the_guards_hold_for_adispatch_and_unknown_tools_answer_an_error(
-    make_kernel: Callable[..., Kernel], plugin_dir: Callable[..., object], sink: types.ModuleType
+    slow: Kernel, sink: types.ModuleType
 ) -> None:
-    plugin_dir("slow", SLOW)
-    sink.gate = threading.Event()
-    k = make_kernel()
+    k = slow
 
     async def host() -> tuple[str, str]:
         return await k.tools.adispatch("forbidden", {}), await k.tools.adispatch("nope", "{}")

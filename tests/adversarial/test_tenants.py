@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import yaml
+from conftest import write_plugin
 from local_server import LocalServer, Reply
 
 from kernel import Kernel
@@ -51,9 +52,8 @@ def clean_env(monkeypatch: pytest.MonkeyPatch, bundled: Path) -> None:
 
 
 @pytest.fixture
-def tenant(tmp_path: Path, server: LocalServer) -> Iterator[Callable[..., Kernel]]:
+def tenant(tmp_path: Path, server: LocalServer, make_kernel: Callable[..., Kernel]) -> Callable[..., Kernel]:
     """``tenant(name, dotenv)``: a loaded kernel in its own home, whose ``.env`` holds ``dotenv``."""
-    made: list[Kernel] = []
 
     def make(name: str, dotenv: dict[str, str], plugin: str | None = None) -> Kernel:
         home = tmp_path / name
@@ -62,18 +62,10 @@ def tenant(tmp_path: Path, server: LocalServer) -> Iterator[Callable[..., Kernel
         (home / "config.yaml").write_text(yaml.safe_dump({"model": model}), encoding="utf-8")
         (home / ".env").write_text("".join(f"{k}={v}\n" for k, v in dotenv.items()), encoding="utf-8")
         if plugin is not None:
-            plugin_dir = home / "plugins" / "secret-tool"
-            plugin_dir.mkdir(parents=True)
-            (plugin_dir / "plugin.yaml").write_text("name: secret-tool\nversion: '1'\n", encoding="utf-8")
-            (plugin_dir / "__init__.py").write_text(plugin, encoding="utf-8")
-        k = Kernel(home=home)
-        made.append(k)
-        k.load()
-        return k
+            write_plugin(home / "plugins", "secret-tool", plugin)
+        return make_kernel(home=home)
 
-    yield make
-    for k in made:
-        k.shutdown()
+    return make
 
 
 def bearer_of(k: Kernel, server: LocalServer) -> str:
