@@ -301,6 +301,10 @@ class Kernel:
             with self._hooks.batch(), _gc_paused():
                 for key in sorted(merged, key=plugin_order):
                     self._load_candidate(merged[key], disabled)
+                if self.providers.catalog.loaded and any(r.deferred for r in self._records.values()):
+                    # A plugin looked a provider up while loading, before later provider plugins were
+                    # reached: those are imported now rather than never.
+                    self._load_model_providers()
             self._fire_slots(None)
             self.providers.register_tools()
             self._add_builtin_tools()

@@ -43,10 +43,13 @@ class _Call:
             self.done.set()
 
 
-def _serve(calls: queue.SimpleQueue[_Call | None]) -> None:
-    while (call := calls.get()) is not None:
-        call.run()
-        del call
+def _serve(calls: queue.SimpleQueue[_Call | None], threads: set[threading.Thread]) -> None:
+    try:
+        while (call := calls.get()) is not None:
+            call.run()
+            del call
+    finally:
+        threads.discard(threading.current_thread())
 
 
 class Runner:
@@ -55,6 +58,7 @@ class Runner:
     def __init__(self, name: str) -> None:
         self._name = name
         self._calls: queue.SimpleQueue[_Call | None] | None = None
+        self._threads: set[threading.Thread] = set()
 
     def call(self, fn: Callable[[], Any], timeout: float, release: tuple[Any, ...] = ()) -> Any:
         """``fn()`` with the caller's context variables; its result, or its exception re-raised.
@@ -63,9 +67,15 @@ class Runner:
         seconds. ``release``: re-entrant locks the caller holds, let go of
         while it waits and taken back after.
         """
+        if threading.current_thread() in self._threads:
+            return fn()  # a call made from inside a call (a register() that loads another plugin)
         if self._calls is None:
             self._calls = queue.SimpleQueue()
-            threading.Thread(target=_serve, args=(self._calls,), name=self._name, daemon=True).start()
+            thread = threading.Thread(
+                target=_serve, args=(self._calls, self._threads), name=self._name, daemon=True
+            )
+            self._threads.add(thread)
+            thread.start()
         call = _Call(fn)
         self._calls.put(call)
         try:

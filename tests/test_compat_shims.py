@@ -16,6 +16,7 @@ import importlib
 import json
 import os
 import sys
+import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -1169,3 +1170,27 @@ def test_a_gateway_plugin_module_imports_with_the_shims(
     assert adapter.platform is gateway_config.Platform("irc") and adapter.max_message_length == 400
     result = asyncio.run(adapter.send("#chan", "hello"))
     assert result == gateway_base.SendResult(success=False, error="offline")
+
+
+def test_a_provider_looked_up_during_load_before_its_plugin_is_reached_still_loads(
+    make_kernel: Callable[..., Kernel], plugin_dir: Callable[..., Path], sink: types.ModuleType
+) -> None:
+    """``aaa-looker`` (loaded first, alphabetically) asks for ``acme`` in register(): too early for it;
+    the provider plugin is still imported once the load reaches it, not latched out for good."""
+    plugin_dir(
+        "model-providers/acme",
+        ACME,
+        manifest={"name": "acme-provider", "kind": "model-provider", "version": "1"},
+    )
+    plugin_dir(
+        "aaa-looker",
+        "import hook_sink\nfrom providers import get_provider_profile\n\n"
+        "def register(ctx):\n"
+        "    try:\n"
+        "        get_provider_profile('acme')\n"
+        "    except LookupError as exc:\n"
+        "        hook_sink.calls.append(str(exc))\n",
+    )
+    k = make_kernel()
+    assert len(sink.calls) == 1 and "no model provider named 'acme'" in sink.calls[0]
+    assert k.providers.get_provider_profile("acme").display_name == "Acme Inference"

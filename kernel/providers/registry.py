@@ -75,6 +75,11 @@ class ProviderCatalog:
             for key in [k for k, e in self._entries.items() if e.plugin == plugin]:
                 del self._entries[key]
 
+    @property
+    def loaded(self) -> bool:
+        """Whether the deferred provider plugins were imported (the first lookup does it)."""
+        return self._loaded
+
     def ensure_loaded(self) -> None:
         with self._lock:
             if self._loaded:

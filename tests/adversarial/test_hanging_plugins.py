@@ -147,3 +147,34 @@ def test_plugins_list_and_help_are_bounded_by_the_same_timeout(tmp_path: Path) -
         [*CLI, "--help"], env=env, capture_output=True, text=True, timeout=120, check=False
     )
     assert helped.returncode == 0 and "usage" in helped.stdout.lower()
+
+
+ACME = """
+from providers import register_provider
+from providers.base import ProviderProfile
+
+register_provider(ProviderProfile(name="acme", base_url="http://127.0.0.1:9/v1", auth_type="none"))
+"""
+
+LOOKS_UP_A_PROVIDER = """
+import hook_sink
+from providers import get_provider_profile
+
+def register(ctx):
+    hook_sink.calls.append(get_provider_profile("acme").name)
+"""
+
+
+def test_a_register_that_loads_another_plugin_does_not_wait_for_itself(
+    make_kernel: Callable[..., Kernel], plugin_dir: Callable[..., Path], sink: types.ModuleType
+) -> None:
+    """register() looking a model provider up loads the deferred provider plugins from the loader
+    thread itself: that nested load runs there and then, instead of queueing behind its caller."""
+    plugin_dir(
+        "model-providers/acme", ACME, manifest={"name": "acme", "kind": "model-provider", "version": "1"}
+    )
+    plugin_dir("zz-looker", LOOKS_UP_A_PROVIDER)
+    k = make_kernel(config={"plugins": {"register_timeout": 20}})
+    assert k.plugin("zz-looker").enabled is True, k.plugin("zz-looker").error
+    assert sink.calls == ["acme"]
+    assert k.plugin("model-providers/acme").enabled is True
