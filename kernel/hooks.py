@@ -29,6 +29,8 @@ from typing import Any
 
 from pluggy import HookCaller, HookImpl, Result
 
+from .watchdog import SharedRLock
+
 TRY_FIRST, NORMAL, TRY_LAST = 0, 1, 2
 # Callbacks declared in config.yaml (shell hooks) run after every plugin's.
 CONFIGURED = 3
@@ -258,7 +260,7 @@ class HookEngine:
         self.monitors: list[_Monitor] = []
         self._by_impl: dict[HookImpl, Callback] = {}
         self._seq = itertools.count()
-        self._lock = threading.RLock()
+        self._lock = SharedRLock()
         self._on_failure = on_failure
         self._deferred: set[str] | None = None
         self._bridge: _Bridge | None = None

@@ -14,10 +14,10 @@ import sys
 import threading
 import types
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from . import compat, environ, hookspecs, state, surfaces, watchdog
 from .commands import CliCommand, CommandRegistry
@@ -75,6 +75,7 @@ __version__ = "0.1.0"
 
 # The owner of the kernel's own tools (``skill_view``) in the tool registry.
 BUILTIN_PLUGIN = "builtin"
+T = TypeVar("T")
 #: Seconds a plugin's import plus its register() may take (plugins.register_timeout; 0 = no bound).
 DEFAULT_REGISTER_TIMEOUT = 30.0
 
@@ -236,12 +237,11 @@ class Kernel:
         # Module-name parts in use by this kernel's plugins, and whose they are.
         self._slugs: dict[str, str] = {}
         self._closed = False
-        self._lock = threading.RLock()
+        self._lock = watchdog.SharedRLock()
         self.pm = KernelPluginManager(self)
         self._hooks = HookEngine(self.pm, self._on_hook_failure, timeout=self._seconds("hook_timeout", None))
-        # Each plugin's import and register() run on this thread, bounded by plugins.register_timeout.
+        # Each plugin's import and register() are bounded by this (see _each_bounded).
         self._register_timeout = self._seconds("register_timeout", DEFAULT_REGISTER_TIMEOUT)
-        self._loader = watchdog.Runner("hermes-kernel-loader")
         self.pm.engine = self._hooks
         self._fast = self._hooks.fast
         if type(self).invoke_hook is Kernel.invoke_hook:
@@ -299,8 +299,8 @@ class Kernel:
             merged, refused = self._discover()
             self._refused.extend(_Record.from_candidate(c) for c in refused)
             with self._hooks.batch(), _gc_paused():
-                for key in sorted(merged, key=plugin_order):
-                    self._load_candidate(merged[key], disabled)
+                order = [merged[key] for key in sorted(merged, key=plugin_order)]
+                self._each_bounded(order, lambda cand: self._load_candidate(cand, disabled))
                 if self.providers.catalog.loaded and any(r.deferred for r in self._records.values()):
                     # A plugin looked a provider up while loading, before later provider plugins were
                     # reached: those are imported now rather than never.
@@ -396,7 +396,6 @@ class Kernel:
             if self._compat:
                 compat.uninstall(self)
             self._hooks.close()
-            self._loader.close()
             self._logging.close()
             self._release_namespace()
 
@@ -598,11 +597,6 @@ class Kernel:
 
     # -- internals: loading ------------------------------------------------------
 
-    def _held_while_loading(self) -> tuple[Any, ...]:
-        """The kernel's locks a loading thread may hold and a plugin's register() takes: let go of
-        while the loader thread runs it (load() holds the first two, a provider lookup the others)."""
-        return (self._lock, self._hooks._lock, self.providers._lock, self.providers.catalog._lock)
-
     def _seconds(self, key: str, default: float | None) -> float | None:
         """``plugins.<key>``: a number of seconds, ``0`` for none; ``default`` when absent or invalid."""
         value = section(self.config, "plugins", key)
@@ -700,75 +694,101 @@ class Kernel:
             self._activate(record, lambda: self._import_directory(record))
 
     def _activate(self, record: _Record, load_target: Any) -> str | None:
-        """Import and register one plugin; on any failure roll back and return the error."""
-        ctx = PluginContext(self, record)
-        phase = "import"
+        """Import and register one plugin; on any failure roll back and return the error.
+
+        On a loader thread (see :meth:`_each_bounded`) the plugin may be given
+        up while it runs; then nothing here touches the kernel any more.
+        """
+        with watchdog.settled() as live:
+            if not live:
+                return "given up (plugins.register_timeout)"
+        activation = _Activation(record, PluginContext(self, record))
+        ctx = activation.ctx
 
         def sink(profile: Any) -> None:
             self._offer_provider("model_provider", profile, record.name)
 
-        def work() -> None:
-            nonlocal phase
-            # Hermes-style module-level calls (providers.register_provider,
-            # tools.registry.registry, ...) made while it loads are its own.
-            entry_point = record.entry_point
-            preloaded = entry_point is not None and entry_point.module in sys.modules
-            with compat_host.loading(ctx), collecting(sink):
-                target = load_target()
-                if preloaded and self._registers_on_import(target):
-                    # Imported by an earlier kernel: what it registered on import went there.
-                    target = importlib.reload(target)
-                if record.path is None:
-                    record.path = _source_dir(target)
-                phase = "register"
-                self._register_target(record, target, ctx)
+        with watchdog.working(activation):
+            try:
+                # Its object in k.pm until the import tells whether it has one of its own.
+                record.obj = PluginHandle(record.name)
+                self.pm._register_object(record.obj, record.name, scan=False)
+                # Hermes-style module-level calls (providers.register_provider,
+                # tools.registry.registry, ...) made while it loads are its own.
+                entry_point = record.entry_point
+                preloaded = entry_point is not None and entry_point.module in sys.modules
+                with compat_host.loading(ctx), collecting(sink):
+                    target = load_target()
+                    if preloaded and self._registers_on_import(target):
+                        # Imported by an earlier kernel: what it registered on import went there.
+                        target = importlib.reload(target)
+                    if record.path is None:
+                        record.path = _source_dir(target)
+                    activation.phase = "register"
+                    self._register_target(record, target, ctx)
+            except BaseException as exc:
+                with watchdog.settled() as live:
+                    if not live:
+                        return record.error
+                    ctx._rollback()
+                    self._release(record)
+                    if record.module_name:
+                        _evict_modules(record.module_name)
+                    if propagates(exc):
+                        raise
+                    record.error = _load_error(activation.phase, exc)
+                    record.enabled = False
+                    self.log.warning(
+                        "plugin_load_failed",
+                        plugin=record.name,
+                        error=record.error,
+                        exc_info=self.debug or None,
+                    )
+                    return record.error
+            with watchdog.settled() as live:
+                if not live:
+                    return record.error
+                record.enabled = True
+                record.error = None
+                self._check_declarations(record)
+                self.log.debug(
+                    "plugin_registered",
+                    plugin=record.name,
+                    tools=list(record.tools),
+                    hooks=list(dict.fromkeys(cb.hook for cb in record.callbacks)),
+                    commands=list(record.commands),
+                )
+        return None
 
-        try:
-            # Its object in k.pm until the import tells whether it has one of its own.
-            record.obj = PluginHandle(record.name)
-            self.pm._register_object(record.obj, record.name, scan=False)
-            if self._register_timeout is None:
-                work()
-            else:
-                self._loader.call(work, self._register_timeout, release=self._held_while_loading())
-        except watchdog.Overran as exc:
-            # Dead first (its context refuses from now on), then undone; its code may go on running.
+    def _each_bounded(self, items: Iterable[T], fn: Callable[[T], None]) -> None:
+        """``fn(item)`` for each item (plugins to load), each bounded by ``plugins.register_timeout``.
+
+        They run on a loader thread that borrows the kernel's locks; one that
+        overruns is given up (:meth:`_give_up`) and the next go on.
+        """
+        locks = (self._lock, self._hooks._lock, self.providers._lock, self.providers.catalog._lock)
+        watchdog.run_each(items, fn, timeout=self._register_timeout, on_overran=self._give_up, lend=locks)
+
+    def _give_up(self, item: Any, stack: list[Any]) -> None:
+        """A load that overran: each plugin it was activating (innermost first) is failed and undone,
+        dead first so that its context refuses from now on; its code may go on running."""
+        if not stack:
+            self.log.warning("plugin_load_overran", item=describe(item), timeout=self._register_timeout)
+        for activation in reversed(stack):
+            record = activation.record
             self._release(record)
-            ctx._rollback()
+            activation.ctx._rollback()
+            self.providers.catalog.remove_plugin(record.name)
             if record.module_name:
                 _evict_modules(record.module_name)
-            what = "its import" if phase == "import" else "register()"
+            what = "its import" if activation.phase == "import" else "register()"
             record.error = (
-                f"{what} {exc} (plugins.register_timeout); not loaded — its code may still be running "
-                "in the background: fix the plugin, or raise the timeout in config.yaml"
+                f"{what} did not return within {self._register_timeout:g} s (plugins.register_timeout); "
+                "not loaded — its code may still be running in the background: fix the plugin, or raise "
+                "the timeout in config.yaml"
             )
             record.enabled = False
             self.log.warning("plugin_load_failed", plugin=record.name, error=record.error)
-            return record.error
-        except BaseException as exc:
-            ctx._rollback()
-            self._release(record)
-            if record.module_name:
-                _evict_modules(record.module_name)
-            if propagates(exc):
-                raise
-            record.error = _load_error(phase, exc)
-            record.enabled = False
-            self.log.warning(
-                "plugin_load_failed", plugin=record.name, error=record.error, exc_info=self.debug or None
-            )
-            return record.error
-        record.enabled = True
-        record.error = None
-        self._check_declarations(record)
-        self.log.debug(
-            "plugin_registered",
-            plugin=record.name,
-            tools=list(record.tools),
-            hooks=list(dict.fromkeys(cb.hook for cb in record.callbacks)),
-            commands=list(record.commands),
-        )
-        return None
 
     def _register_target(self, record: _Record, target: Any, ctx: PluginContext) -> None:
         if inspect.isclass(target):
@@ -1027,17 +1047,20 @@ class Kernel:
         with self._lock:
             deferred = [r for r in self._records.values() if r.deferred]
             deferred.sort(key=lambda r: (SOURCE_RANK.get(r.source, 4), plugin_order(r.name)))
-            for record in deferred:
+
+            def load_one(record: _Record) -> None:
                 record.deferred = False
                 if record.entry_point is not None:
                     error = self._activate(record, record.entry_point.load)
                 else:
-                    error = self._activate(record, lambda r=record: self._import_directory(r))
+                    error = self._activate(record, lambda: self._import_directory(record))
                 if error is not None:
                     # What it registered before failing goes with it.
                     self.providers.catalog.remove_plugin(record.name)
                 else:
                     self._fire_slots(record.name)
+
+            self._each_bounded(deferred, load_one)
 
     def _plugin_submodule(self, plugin: str, name: str) -> types.ModuleType | None:
         """Import ``<plugin package>.<name>`` (e.g. a memory provider's ``cli.py``), or ``None``."""
@@ -1130,19 +1153,26 @@ class Kernel:
             self._refuse_if_closed(name or group)
             count = 0
             disabled = self._disabled_names()
+            wanted = [
+                cand
+                for cand in scan_entry_points(self.log, groups=(group,))
+                if (name is None or cand.key == name)
+                and cand.key not in self._records
+                and not self.pm.is_blocked(cand.key)
+            ]
+
+            def load_one(cand: Candidate) -> None:
+                nonlocal count
+                self._load_candidate(cand, disabled)
+                record = self._records[cand.key]
+                if record.enabled:
+                    count += 1
+                    dist = getattr(cand.entry_point, "dist", None)
+                    if dist is not None and record.obj is not None:
+                        self.pm._plugin_distinfo.append((record.obj, dist))
+
             with self._hooks.batch():
-                for cand in scan_entry_points(self.log, groups=(group,)):
-                    if name is not None and cand.key != name:
-                        continue
-                    if cand.key in self._records or self.pm.is_blocked(cand.key):
-                        continue
-                    self._load_candidate(cand, disabled)
-                    record = self._records[cand.key]
-                    if record.enabled:
-                        count += 1
-                        dist = getattr(cand.entry_point, "dist", None)
-                        if dist is not None and record.obj is not None:
-                            self.pm._plugin_distinfo.append((record.obj, dist))
+                self._each_bounded(wanted, load_one)
             if self._loaded:
                 for cand_name in [r.name for r in self._records.values() if r.enabled]:
                     self._fire_slots(cand_name)
@@ -1404,6 +1434,15 @@ def _call_register(register: Any, ctx: PluginContext, run_sync: Any) -> None:
     result = register(ctx) if takes_args else register()
     if inspect.isawaitable(result):
         run_sync(result)
+
+
+class _Activation:
+    """A plugin being imported and registered: its record, its context, and how far it got."""
+
+    __slots__ = ("ctx", "phase", "record")
+
+    def __init__(self, record: _Record, ctx: PluginContext) -> None:
+        self.record, self.ctx, self.phase = record, ctx, "import"
 
 
 def _load_error(phase: str, exc: BaseException) -> str:

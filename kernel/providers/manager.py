@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..config import section
 from ..slots import SLOTS as ALL_SLOTS
+from ..watchdog import SharedRLock
 from .context_engine import ContextEngine
 from .image_gen import ImageGenProvider, error_response, resolve_aspect_ratio
 from .memory import MemoryProvider
@@ -80,7 +80,7 @@ class ProviderManager:
         self.catalog = ProviderCatalog(loader=kernel._load_model_providers)
         self._client: Any = None
         self._client_key: Any = None
-        self._lock = threading.RLock()
+        self._lock = SharedRLock()
 
     # -- model providers ---------------------------------------------------------
 

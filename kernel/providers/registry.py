@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
 
+from ..watchdog import SharedRLock
 from .profile import ProviderProfile
 
 # Set while a kernel imports provider plugins: where register_provider() sends profiles.
@@ -40,7 +41,7 @@ class ProviderCatalog:
         self._entries: dict[str, CatalogEntry] = {}
         self._loader = loader
         self._loaded = loader is None
-        self._lock = threading.RLock()
+        self._lock = SharedRLock()
         self.problems: list[str] = []
 
     def add(self, profile: ProviderProfile, plugin: str, source: str = "runtime") -> str | None:
