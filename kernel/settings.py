@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import io
 import os
 import re
 import tempfile
@@ -184,3 +185,42 @@ def file_lock(path: Path) -> Iterator[None]:
 # The names used before these helpers became public.
 _atomic_write = atomic_write
 _file_lock = file_lock
+
+
+#: A variable name ``.env`` files may set.
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
+
+
+def quote_env_value(value: str) -> str:
+    """``value`` in single quotes, as ``.env`` readers (python-dotenv) read it back unchanged."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def write_env(home: Path, values: dict[str, str]) -> Path:
+    """Set ``values`` in ``<home>/.env``: other lines kept, a variable's old line replaced, mode 0600."""
+    from dotenv.parser import parse_stream
+
+    for name, value in values.items():
+        if not ENV_NAME.match(name):
+            raise ValueError(f"'{name}' is not a valid environment variable name")
+        if "\n" in value or "\0" in value:
+            raise ValueError(f"the value of {name} must be a single line")
+    path = home / ".env"
+    with file_lock(path):
+        text = path.read_text(encoding="utf-8") if path.is_file() else ""
+        out: list[str] = []
+        done: set[str] = set()
+        for binding in parse_stream(io.StringIO(text)):
+            original = binding.original.string
+            if binding.key in values:
+                if binding.key not in done:
+                    export = "export " if original.lstrip().startswith("export ") else ""
+                    out.append(f"{export}{binding.key}={quote_env_value(values[binding.key])}\n")
+                    done.add(binding.key)
+                continue
+            out.append(original)
+        if out and not out[-1].endswith("\n"):
+            out[-1] += "\n"
+        out += [f"{k}={quote_env_value(v)}\n" for k, v in values.items() if k not in done]
+        atomic_write(path, "".join(out), mode=0o600)
+    return path

@@ -15,7 +15,7 @@ from conftest import agent_log
 
 from kernel import Kernel
 from kernel.agent import AgentSession
-from kernel.cli_chat import install_host_commands
+from kernel.cli.chat import install_host_commands
 from kernel.log import is_secret_key
 
 LEAKED_BEFORE = [

@@ -112,7 +112,7 @@ def save_env_value(name: str, value: str) -> None:
     """Set ``name`` in ``<home>/.env`` (other lines kept, mode 0600) and in this process's environment."""
     if not isinstance(name, str) or not _ENV_NAME.match(name):
         raise ValueError(f"save_env_value: {name!r} is not a valid environment variable name")
-    from ...cli_admin import write_env
+    from ...settings import write_env
 
     text = str(value)
     write_env(hermes_home(), {name: text})

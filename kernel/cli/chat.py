@@ -22,11 +22,11 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from .kernel import Kernel
-from .log import redacted, shown
+from ..kernel import Kernel
+from ..log import redacted, shown
 
 if TYPE_CHECKING:
-    from .agent import AgentSession, TurnResult
+    from ..agent import AgentSession, TurnResult
 
 PROMPT = "you> "
 HISTORY_FILE = ".chat_history"
@@ -252,8 +252,8 @@ def format_history(messages: list[dict[str, Any]]) -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from .agent import AgentError, AgentSession
-    from .cli import loaded_kernel
+    from ..agent import AgentError, AgentSession
+    from .common import loaded_kernel
 
     prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
     if not prompt.strip():
@@ -409,7 +409,7 @@ class Chat:
         self.turn(text)
 
     def turn(self, text: str) -> None:
-        from .agent import AgentError
+        from ..agent import AgentError
 
         kept = len(self.session.messages)
         try:
@@ -434,8 +434,8 @@ class Chat:
 
 
 def _chat(args: argparse.Namespace) -> int:
-    from .agent import AgentSession
-    from .cli import loaded_kernel
+    from ..agent import AgentSession
+    from .common import loaded_kernel
 
     kernel = loaded_kernel()
     try:
@@ -463,8 +463,8 @@ def demo_config(script: Path) -> dict[str, Any]:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from .discovery import bundled_root
-    from .kernel import Kernel
+    from ..discovery import bundled_root
+    from ..kernel import Kernel
 
     script = bundled_root() / DEMO_SCRIPT
     if not script.is_file():
@@ -479,8 +479,8 @@ def _demo(args: argparse.Namespace) -> int:
 
 def play_demo(kernel: Kernel, script: Path) -> int:
     """Play the demo conversation on ``kernel`` (configured with :func:`demo_config`), printing each step."""
-    from .agent import AgentError, AgentSession
-    from .testing import HookRecorder
+    from ..agent import AgentError, AgentSession
+    from ..testing import HookRecorder
 
     kernel.load()
     for problem in kernel.problems:

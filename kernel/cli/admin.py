@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import io
 import json
 import os
 import re
@@ -38,17 +37,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .config import read_dotenv, section
-from .discovery import (
+from ..config import read_dotenv, section
+from ..discovery import (
     CATEGORIES,
     ENTRY_POINT_GROUP,
     Candidate,
     merge_sources,
 )
-from .manifest import MANIFEST_NAMES, EnvVar, Manifest, ManifestError, find_manifest, load_manifest
+from ..manifest import MANIFEST_NAMES, EnvVar, Manifest, ManifestError, find_manifest, load_manifest
 
 if TYPE_CHECKING:
-    from .kernel import Kernel, PluginInfo
+    from ..kernel import Kernel, PluginInfo
 
 DISABLED_BY_CONFIG = "disabled via config"
 LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50}
@@ -57,7 +56,6 @@ LEVEL_ALIASES = {"warn": "warning", "fatal": "critical", "exception": "error"}
 LOG_LINE = re.compile(r"^(?P<time>\S+)\s+\[(?P<level>[A-Za-z]+)\s*\]\s?(?P<rest>.*)$")
 FOLLOW_INTERVAL = 0.25
 _SAFE_DIRNAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
 _URL = re.compile(r"^(?:[A-Za-z][A-Za-z0-9+.-]*://|[\w.-]+@[\w.-]+:)")
 # Sources of the surface records (kernel/surfaces): config.yaml sections and <home>/hooks folders.
 SURFACE_SOURCES = ("config", "hooks")
@@ -197,13 +195,13 @@ def _fail(message: str, code: int = 1) -> int:
 
 
 def _loaded() -> Kernel:
-    from .cli import loaded_kernel
+    from .common import loaded_kernel
 
     return loaded_kernel()
 
 
 def _unloaded() -> Kernel:
-    from .kernel import Kernel
+    from ..kernel import Kernel
 
     return Kernel()
 
@@ -526,7 +524,7 @@ def plugins_disable(args: argparse.Namespace) -> int:
 
 
 def _set_disabled(name: str, *, disable: bool) -> int:
-    from .settings import update_config
+    from ..settings import update_config
 
     with _unloaded() as kernel:
         merged, _every = _discover(kernel)
@@ -868,6 +866,8 @@ def _ask_env(home: Path, manifest: Manifest, *, no_input: bool) -> tuple[dict[st
         if value:
             answers[var.name] = value
     if answers:
+        from ..settings import write_env
+
         write_env(home, answers)
     return answers, [v for v in missing if v.name not in answers]
 
@@ -890,43 +890,6 @@ def _report_next_steps(config: dict[str, Any], name: str) -> None:
     else:
         print(f"it is enabled from the next start (to turn it off: hermes-kernel plugins disable {name})")
     print(f"check it with: hermes-kernel plugins info {name}")
-
-
-def quote_env_value(value: str) -> str:
-    """``value`` in single quotes, as ``.env`` readers (python-dotenv) read it back unchanged."""
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def write_env(home: Path, values: dict[str, str]) -> Path:
-    """Set ``values`` in ``<home>/.env``: other lines kept, a variable's old line replaced, mode 0600."""
-    from dotenv.parser import parse_stream
-
-    from .settings import atomic_write, file_lock
-
-    for name, value in values.items():
-        if not _ENV_NAME.match(name):
-            raise ValueError(f"'{name}' is not a valid environment variable name")
-        if "\n" in value or "\0" in value:
-            raise ValueError(f"the value of {name} must be a single line")
-    path = home / ".env"
-    with file_lock(path):
-        text = path.read_text(encoding="utf-8") if path.is_file() else ""
-        out: list[str] = []
-        done: set[str] = set()
-        for binding in parse_stream(io.StringIO(text)):
-            original = binding.original.string
-            if binding.key in values:
-                if binding.key not in done:
-                    export = "export " if original.lstrip().startswith("export ") else ""
-                    out.append(f"{export}{binding.key}={quote_env_value(values[binding.key])}\n")
-                    done.add(binding.key)
-                continue
-            out.append(original)
-        if out and not out[-1].endswith("\n"):
-            out[-1] += "\n"
-        out += [f"{k}={quote_env_value(v)}\n" for k, v in values.items() if k not in done]
-        atomic_write(path, "".join(out), mode=0o600)
-    return path
 
 
 def _install_pip(args: argparse.Namespace, requirement: str) -> int:
@@ -1158,7 +1121,7 @@ def hooks_list(args: argparse.Namespace) -> int:
 
 def hooks_test(args: argparse.Namespace) -> int:
     """``hermes-kernel hooks test EVENT``: run the matching shell hooks once (see docs/shell-hooks.md)."""
-    from .surfaces import shell_hooks
+    from ..surfaces import shell_hooks
 
     payload = None
     if args.payload is not None:
@@ -1237,7 +1200,7 @@ class _LogFilter:
 
 
 def logs_command(args: argparse.Namespace) -> int:
-    from .config import resolve_home
+    from ..config import resolve_home
 
     path = resolve_home(None) / "logs" / "agent.log"
     keep = _LogFilter(args.level, args.json)
@@ -1325,7 +1288,7 @@ class Finding:
 
 
 def doctor_command(args: argparse.Namespace) -> int:
-    from .kernel import Kernel
+    from ..kernel import Kernel
 
     environ = dict(os.environ)
     with Kernel() as kernel:

@@ -10,11 +10,12 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from . import cli_admin, cli_chat, cli_gateway
-from .commands import CliCommand
-from .kernel import Kernel, PluginInfo
-from .log import shown
-from .safe_yaml import DataRefused, load_json
+from ..commands import CliCommand
+from ..kernel import Kernel, PluginInfo
+from ..log import shown
+from ..safe_yaml import DataRefused, load_json
+from . import admin, chat, gateway
+from .common import loaded_kernel
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -159,19 +160,10 @@ def _parser() -> tuple[argparse.ArgumentParser, Any]:
     provider_list.set_defaults(handler=_providers_list)
     providers.set_defaults(handler=_providers_list, json=False)
 
-    cli_chat.add_commands(commands)
-    cli_admin.add_commands(commands, plugin_actions=plugin_commands)
-    cli_gateway.add_commands(commands)
+    chat.add_commands(commands)
+    admin.add_commands(commands, plugin_actions=plugin_commands)
+    gateway.add_commands(commands)
     return parser, commands
-
-
-def loaded_kernel(home: str | None = None) -> Kernel:
-    kernel = Kernel(home=home)
-    kernel.load()
-    kernel.save_plugin_state()
-    for problem in kernel.problems:
-        print(f"warning: {problem}", file=sys.stderr)
-    return kernel
 
 
 def _plugins_list(args: argparse.Namespace) -> int:
