@@ -14,7 +14,8 @@ from ..commands import CliCommand
 from ..kernel import Kernel, PluginInfo
 from ..log import shown
 from ..safe_yaml import DataRefused, load_json
-from . import admin, chat, gateway
+from . import chat, doctor, gateway, hooks, install, logs
+from . import plugins as plugins_group
 from .common import loaded_kernel
 
 
@@ -161,7 +162,11 @@ def _parser() -> tuple[argparse.ArgumentParser, Any]:
     providers.set_defaults(handler=_providers_list, json=False)
 
     chat.add_commands(commands)
-    admin.add_commands(commands, plugin_actions=plugin_commands)
+    plugins_group.add_commands(plugin_commands)
+    install.add_commands(plugin_commands)
+    hooks.add_commands(commands)
+    logs.add_commands(commands)
+    doctor.add_commands(commands)
     gateway.add_commands(commands)
     return parser, commands
 

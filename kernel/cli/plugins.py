@@ -1,0 +1,330 @@
+"""``hermes-kernel plugins info|enable|disable``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import TYPE_CHECKING, Any
+
+from ..config import read_dotenv, section
+from ..discovery import (
+    Candidate,
+)
+from ..manifest import EnvVar, Manifest
+from .common import (
+    TIERS,
+    candidate_items,
+    discover,
+    dump_json,
+    env_state,
+    fail,
+    info_items,
+    loaded_kernel,
+    plugin_status,
+    resolve_name,
+    unknown_name,
+    unloaded_kernel,
+)
+
+if TYPE_CHECKING:
+    from ..kernel import Kernel, PluginInfo
+
+
+def add_commands(plugin_actions: Any) -> None:
+    """Add this group's subcommands to the ``hermes-kernel`` parser."""
+    info = plugin_actions.add_parser(
+        "info",
+        help="everything about one plugin",
+        description="Show one plugin: state, manifest, environment variables, tools, hooks, "
+        "commands, skills, warnings and errors. Secret values are never shown.",
+    )
+    info.add_argument("name", help="the plugin's name as in `plugins list`, or its manifest name")
+    info.add_argument("--json", action="store_true", help="print a JSON object")
+    info.set_defaults(handler=plugins_info)
+
+    for action, verb in (("enable", "remove it from"), ("disable", "add it to")):
+        sub = plugin_actions.add_parser(
+            action,
+            help=f"{action} a plugin ({verb} plugins.disabled in config.yaml)",
+            description=f"{action.capitalize()} a discovered plugin: {verb} the plugins.disabled list "
+            "of <home>/config.yaml (the rest of the file is kept). Running it twice changes nothing.",
+        )
+        sub.add_argument("name", help="the plugin's name as in `plugins list`, or its manifest name")
+        sub.set_defaults(handler=plugins_enable if action == "enable" else plugins_disable)
+
+
+def plugins_info(args: argparse.Namespace) -> int:
+    environ = dict(os.environ)  # before load() exports <home>/.env
+    with loaded_kernel() as kernel:
+        items = info_items(kernel.plugins)
+        found = resolve_name(args.name, items)
+        if not found:
+            return unknown_name(args.name, items)
+        info, manifest = found[0].obj
+        if info.deferred:
+            kernel.providers.list_providers()  # imports the deferred model provider plugins
+            info = next((p for p in kernel.plugins if p.name == info.name), info)
+        data = plugin_details(kernel, info, manifest, environ)
+    if args.json:
+        dump_json(data)
+    else:
+        print(format_plugin_details(data))
+    return 0
+
+
+def plugin_details(
+    kernel: Kernel, info: PluginInfo, manifest: Manifest | None, environ: dict[str, str]
+) -> dict[str, Any]:
+    """``PluginInfo.to_dict()`` plus the manifest, env status, and details of tools, hooks, commands."""
+    dotenv = read_dotenv(kernel.home)
+    data = info.to_dict()
+    data["status"] = plugin_status(info)
+    data["manifest"] = None
+    if manifest is not None:
+
+        def env(var: EnvVar) -> dict[str, Any]:
+            where = env_state(var, environ, dotenv)
+            return {
+                "name": var.name,
+                "description": var.description,
+                "url": var.url,
+                "secret": var.secret,
+                "set": where is not None,
+                "where": where,
+            }
+
+        data["manifest"] = {
+            "path": str(manifest.path) if manifest.path else None,
+            "name": manifest.name,
+            "version": manifest.version,
+            "description": manifest.description,
+            "author": manifest.author,
+            "kind": manifest.kind,
+            "label": manifest.label,
+            "provides_tools": list(manifest.provides_tools),
+            "provides_hooks": list(manifest.provides_hooks),
+            "requires_env": [env(v) for v in manifest.requires_env],
+            "optional_env": [env(v) for v in manifest.optional_env],
+            "extra_fields": sorted(manifest.extra),
+        }
+    tools = []
+    for name in info.tools:
+        tool = kernel.tools.get(name)
+        if tool is None or tool.plugin != info.name:
+            continue
+        ok, reason = kernel.tools.available(tool)
+        tools.append(
+            {
+                "name": tool.name,
+                "toolset": tool.toolset,
+                "description": tool.description,
+                "requires_env": list(tool.requires_env),
+                "available": ok,
+                "reason": reason,
+            }
+        )
+    data["tool_details"] = tools
+    hooks = []
+    for hook in info.hooks:
+        callbacks = kernel.hook_callbacks(hook)
+        for position, cb in enumerate(callbacks, 1):
+            if cb.plugin == info.name:
+                hooks.append(
+                    {
+                        "hook": hook,
+                        "callback": cb.label,
+                        "position": position,
+                        "of": len(callbacks),
+                        "order": TIERS.get(cb.tier, str(cb.tier)),
+                        "async": cb.is_async,
+                        "disabled": cb.error is not None,
+                        "error": cb.error,
+                    }
+                )
+    data["hook_details"] = hooks
+    commands = []
+    for name in info.commands:
+        command = kernel.commands.get(name)
+        if command is not None:
+            commands.append(
+                {"name": command.name, "description": command.description, "args_hint": command.args_hint}
+            )
+    data["command_details"] = commands
+    cli_commands = []
+    for name in info.cli_commands:
+        cli_command = kernel.cli_commands.get(name)
+        if cli_command is not None:
+            cli_commands.append({"name": name, "help": cli_command.help})
+    data["cli_command_details"] = cli_commands
+    data["skill_details"] = [
+        {"name": s.qualified_name, "description": s.description, "path": str(s.path)}
+        for s in kernel.skills.all()
+        if s.plugin == info.name
+    ]
+    data["providers"] = [r.to_dict() for r in kernel.providers.status() if r.plugin == info.name]
+    return data
+
+
+def format_plugin_details(data: dict[str, Any]) -> str:
+    manifest = data["manifest"] or {}
+    title = data["name"] + (f" {data['version']}" if data["version"] else "")
+    lines = [f"{title}: {data['status']}"]
+    if data["description"]:
+        import textwrap
+
+        lines += textwrap.wrap(data["description"], 100, initial_indent="  ", subsequent_indent="  ")
+    rows = [
+        ("kind", data["kind"]),
+        ("source", data["source"]),
+        ("path", data["path"] or "-"),
+        ("manifest", manifest.get("path") or "none"),
+    ]
+    if manifest.get("name") and manifest["name"] != data["name"]:
+        rows.append(("manifest name", manifest["name"]))
+    if manifest.get("author"):
+        rows.append(("author", manifest["author"]))
+    if manifest.get("label"):
+        rows.append(("label", manifest["label"]))
+    lines += [f"  {k + ':':<14} {v}" for k, v in rows]
+    if data["error"]:
+        lines.append(f"  {'error:':<14} {data['error']}")
+
+    def section_lines(title: str, entries: list[str]) -> None:
+        if entries:
+            lines.append(f"  {title}:")
+            lines.extend(f"    {e}" for e in entries)
+
+    for key, title in (("requires_env", "requires env"), ("optional_env", "optional env")):
+        entries = []
+        for var in manifest.get(key, []):
+            state = f"set ({var['where']})" if var["set"] else "MISSING"
+            extra = " ".join(x for x in (var["description"], f"<{var['url']}>" if var["url"] else "") if x)
+            secret = " [secret]" if var["secret"] else ""
+            entries.append(f"{var['name']}: {state}{secret}" + (f"  {extra}" if extra else ""))
+        section_lines(title, entries)
+    tools = []
+    for tool in data["tool_details"]:
+        summary = tool["description"].splitlines()[0] if tool["description"] else ""
+        state = "" if tool["available"] else f"  [unavailable: {tool['reason']}]"
+        tools.append(f"{tool['name']} [{tool['toolset']}]" + (f"  {summary}" if summary else "") + state)
+    section_lines(f"tools ({len(tools)})", tools)
+    hooks = []
+    for hook in data["hook_details"]:
+        order = "" if hook["order"] == "normal" else f", {hook['order']}"
+        state = f"  [disabled: {hook['error']}]" if hook["disabled"] else ""
+        hooks.append(
+            f"{hook['hook']}: {hook['callback']} (#{hook['position']} of {hook['of']}{order}){state}"
+        )
+    section_lines("hooks (position in each hook's call order)", hooks)
+    section_lines(
+        "commands",
+        [
+            f"/{c['name']}" + (f"  {c['description']}" if c["description"] else "")
+            for c in data["command_details"]
+        ],
+    )
+    section_lines(
+        "cli commands",
+        [f"hermes-kernel {c['name']}  {c['help']}".rstrip() for c in data["cli_command_details"]],
+    )
+    section_lines(
+        "skills",
+        [
+            f"{s['name']}" + (f"  {s['description']}" if s["description"] else "")
+            for s in data["skill_details"]
+        ],
+    )
+    providers = []
+    for row in data["providers"]:
+        flags = ", ".join(
+            f
+            for f in ("active" if row["active"] else "", "available" if row["available"] else "unavailable")
+            if f
+        )
+        providers.append(
+            f"{row['slot']} '{row['name']}' ({flags})" + (f": {row['reason']}" if row["reason"] else "")
+        )
+    section_lines("providers", providers)
+    section_lines("overrides", data["overrides"])
+    section_lines("warnings", data["warnings"])
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- plugins enable / disable
+
+
+def plugins_enable(args: argparse.Namespace) -> int:
+    return _set_disabled(args.name, disable=False)
+
+
+def plugins_disable(args: argparse.Namespace) -> int:
+    return _set_disabled(args.name, disable=True)
+
+
+def _set_disabled(name: str, *, disable: bool) -> int:
+    from ..settings import update_config
+
+    with unloaded_kernel() as kernel:
+        merged, _every = discover(kernel)
+        home, config = kernel.home, kernel.config
+    items = candidate_items(merged.values())
+    found = resolve_name(name, items)
+    listed = section(config, "plugins", "disabled")
+    listed = listed if isinstance(listed, list) else []
+    if found:
+        cand: Candidate | None = found[0].obj
+        key = found[0].key
+        names = {key} | ({found[0].manifest_name} if found[0].manifest_name else set())
+    elif not disable and name in listed:
+        cand, key, names = None, name, {name}  # a stale entry of a plugin that is gone
+    else:
+        return unknown_name(name, items)
+    path = home / "config.yaml"
+
+    def change(data: dict[str, Any]) -> bool:
+        plugins = data.setdefault("plugins", {})
+        if plugins is None:
+            plugins = data["plugins"] = {}
+        if not isinstance(plugins, dict):
+            raise ValueError(f"{path}: 'plugins' is not a mapping; not changing plugins.disabled")
+        current = plugins.get("disabled")
+        if current is None:
+            current = []
+        if not isinstance(current, list) or not all(isinstance(v, str) for v in current):
+            raise ValueError(f"{path}: 'plugins.disabled' is not a list of names; fix it by hand first")
+        if disable:
+            if names & set(current):
+                return False
+            plugins["disabled"] = [*current, key]
+            return True
+        kept = [v for v in current if v not in names]
+        if len(kept) == len(current):
+            return False
+        plugins["disabled"] = kept
+        return True
+
+    try:
+        changed = update_config(home, change, what="plugins.disabled")
+    except (ValueError, OSError) as exc:
+        return fail(str(exc))
+    if disable:
+        if changed:
+            print(f"disabled '{key}': added it to plugins.disabled in {path}")
+        else:
+            print(f"'{key}' is already disabled (plugins.disabled in {path}); nothing changed")
+        return 0
+    if changed:
+        print(f"enabled '{key}': removed it from plugins.disabled in {path}")
+    else:
+        print(f"'{key}' is already enabled (not in plugins.disabled); nothing changed")
+    if cand is not None and cand.manifest is not None:
+        environ, dotenv = dict(os.environ), read_dotenv(home)
+        missing = [v.name for v in cand.manifest.requires_env if env_state(v, environ, dotenv) is None]
+        if missing:
+            print(f"note: '{key}' also needs {', '.join(missing)} (not set): add them to {home / '.env'}")
+    if cand is not None and cand.error:
+        print(f"note: '{key}' cannot load: {cand.error}")
+    return 0
+
+
+# --------------------------------------------------------------------------- plugins install
