@@ -57,9 +57,10 @@ from .hooks import (
 )
 from .log import KernelLogging
 from .manifest import Manifest
-from .markers import PROJECT_NAME
+from .markers import PROJECT_NAME, __version__
 from .middleware import MiddlewareRegistry
 from .plugin_manager import KernelPluginManager, PluginError, PluginHandle
+from .providers import registry as provider_registry
 from .providers.manager import SLOTS as PROVIDER_SLOTS
 from .providers.manager import ProviderManager
 from .providers.registry import SOURCE_RANK, collecting
@@ -71,7 +72,6 @@ if TYPE_CHECKING:
     from .gateway.runner import Gateway
     from .surfaces.speech import Speech
 
-__version__ = "0.1.0"
 
 # The owner of the kernel's own tools (``skill_view``) in the tool registry.
 BUILTIN_PLUGIN = "builtin"
@@ -1478,3 +1478,11 @@ def _evict_modules(module_name: str) -> None:
     prefix = module_name + "."
     for name in [n for n in sys.modules if n == module_name or n.startswith(prefix)]:
         sys.modules.pop(name, None)
+
+
+def _default_catalog() -> Any:
+    """The process-wide provider catalog (Hermes' module-level ``providers`` functions): a kernel's."""
+    return Kernel().providers.catalog
+
+
+provider_registry.default_factory = _default_catalog

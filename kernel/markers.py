@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import pluggy
 
+#: The version of hermes-kernel (kept here, at the bottom of the import graph, for every module to read).
+__version__ = "0.1.0"
+
 PROJECT_NAME = "hermes"
 
 hookspec = pluggy.HookspecMarker(PROJECT_NAME)

@@ -131,6 +131,8 @@ def collecting(sink: Callable[[ProviderProfile], None]) -> Iterator[None]:
 
 _default: ProviderCatalog | None = None
 _default_lock = threading.Lock()
+#: Makes the process-wide catalog; set by :mod:`kernel.kernel` (this module does not import the kernel).
+default_factory: Callable[[], ProviderCatalog] | None = None
 
 
 def default_catalog() -> ProviderCatalog:
@@ -142,10 +144,9 @@ def default_catalog() -> ProviderCatalog:
     global _default
     with _default_lock:
         if _default is None:
-            from ..kernel import Kernel
-
-            kernel = Kernel()
-            _default = kernel.providers.catalog
+            if default_factory is None:  # importing the kernel package sets it
+                raise RuntimeError("kernel.providers.registry: no default catalog factory (import kernel)")
+            _default = default_factory()
         return _default
 
 

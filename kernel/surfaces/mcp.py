@@ -1063,7 +1063,7 @@ def _leaf(exc: BaseException | None) -> BaseException | None:
 
 
 def _version() -> str:
-    from ..kernel import __version__
+    from ..markers import __version__
 
     return __version__
 
