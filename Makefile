@@ -13,6 +13,9 @@ APT_GET  := $(shell [ "$$(id -u)" = 0 ] || echo sudo) apt-get
 # Published Hermes plugins for tests/compat (pinned in tests/compat/requirements.txt).
 COMPAT_SITE := $(VENV)/compat-site
 COMPAT_REQS := tests/compat/requirements.txt
+# import-linter for the architecture's import contracts, kept out of the venv (see pyproject.toml).
+LINT_SITE := $(VENV)/lint-site
+LINT_REQS := tests/lint-requirements.txt
 
 # Hermes Agent, the system we re-imagine, in a venv of its own (never the project's), for make bench-peers.
 PEERS := .venv-peers
@@ -33,7 +36,7 @@ run: $(STAMP)
 test: $(STAMP) test-deps
 	$(PY) -m pytest -q
 
-test-deps: $(MCP_FS) $(COMPAT_SITE)/.installed
+test-deps: $(MCP_FS) $(COMPAT_SITE)/.installed $(LINT_SITE)/.installed
 	@missing=""; \
 	command -v espeak-ng >/dev/null 2>&1 || missing="$$missing espeak-ng"; \
 	[ -x /usr/sbin/ngircd ] || command -v ngircd >/dev/null 2>&1 || missing="$$missing ngircd"; \
@@ -50,6 +53,11 @@ $(MCP_FS): | $(STAMP)
 $(COMPAT_SITE)/.installed: $(COMPAT_REQS) | $(STAMP)
 	rm -rf $(COMPAT_SITE)
 	$(PY) -m pip install --quiet --no-deps --target $(COMPAT_SITE) -r $(COMPAT_REQS)
+	touch $@
+
+$(LINT_SITE)/.installed: $(LINT_REQS) | $(STAMP)
+	rm -rf $(LINT_SITE)
+	$(PY) -m pip install --quiet --target $(LINT_SITE) -r $(LINT_REQS)
 	touch $@
 
 bench: $(STAMP)

@@ -1,11 +1,14 @@
 """The architecture's import contracts (``[tool.importlinter]`` in pyproject.toml), checked by import-linter.
 
 Run as a test so that ``make test`` enforces them; a contract that stops holding
-fails here with import-linter's own report of the offending imports.
+fails here with import-linter's own report of the offending imports.  import-linter
+runs from ``.venv/lint-site`` (``make test-deps`` installs it there), not from the
+project's venv, so that its dependency ``rich`` does not slow down ``import structlog``.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tomllib
@@ -13,6 +16,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 KERNEL = REPO / "kernel"
+LINT_SITE = REPO / ".venv" / "lint-site"
 LINT = "import sys; from importlinter.cli import lint_imports; sys.exit(lint_imports())"
 
 
@@ -22,9 +26,12 @@ def contracts() -> dict[str, dict]:
 
 
 def test_every_import_contract_is_kept() -> None:
+    assert (LINT_SITE / "importlinter").is_dir(), f"import-linter is not in {LINT_SITE}: run `make test-deps`"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(LINT_SITE), str(REPO)])}
     proc = subprocess.run(
         [sys.executable, "-c", LINT],
         cwd=REPO,
+        env=env,
         capture_output=True,
         text=True,
         timeout=300,
