@@ -32,7 +32,8 @@ from typing import Any
 
 import yaml
 
-from .transport import ApiCall, ChatResult, MiddlewareCalls, ProviderError, ToolCall, Usage, afire, fire
+from .calls import ApiCall, MiddlewareCalls, afire, fire
+from .results import ChatResult, ProviderError, ToolCall, Usage
 
 __all__ = ["ScriptedTransport"]
 

@@ -42,293 +42,49 @@ it.
 from __future__ import annotations
 
 import copy
-import email.utils
-import json
 import random
 import threading
-import time
-import uuid
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
-from typing import Any, Protocol
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import httpx
 import tenacity
 
-from ..middleware import acall_model, call_model
 from ..safe_yaml import DataRefused, load_json
+from .calls import ApiCall, MiddlewareCalls, afire, fire
+from .parsing import (
+    MAX_RESPONSE_BYTES,
+    _aread_capped,
+    _content_text,
+    _error_message,
+    _function_schema,
+    _Malformed,
+    _read_capped,
+    _retry_after,
+    _tool_calls,
+    _usage,
+)
 from .profile import ProviderProfile
+from .results import ChatResult, ChatTransport, ProviderError, ToolCall, Usage, _excerpt
 
 __all__ = [
+    "MAX_RESPONSE_BYTES",
+    "ApiCall",
     "ChatCompletionsTransport",
     "ChatResult",
     "ChatTransport",
+    "MiddlewareCalls",
     "ProviderError",
     "ToolCall",
     "Usage",
+    "afire",
+    "fire",
 ]
-
-# How much of a non-JSON error body goes into an error message.
-_BODY_EXCERPT = 300
-#: The largest response body read; a larger one is a malformed response (and is not kept in memory).
-MAX_RESPONSE_BYTES = 32 * 1024 * 1024
-
-
-# --------------------------------------------------------------------------
-# Results
-# --------------------------------------------------------------------------
-
-
-@dataclass
-class ToolCall:
-    """One tool call asked for by the model; ``arguments`` is the raw JSON text."""
-
-    id: str
-    name: str
-    arguments: str
-
-    def parsed(self) -> dict[str, Any]:
-        """The arguments decoded: ``{}`` when empty; ValueError when not a JSON object."""
-        text = (self.arguments or "").strip()
-        if not text:
-            return {}
-        try:
-            value = load_json(text, f"the arguments of tool call '{self.name}' ({self.id})")
-        except DataRefused:
-            raise
-        except ValueError as exc:
-            raise ValueError(
-                f"the arguments of tool call '{self.name}' ({self.id}) are not valid JSON: {exc}; "
-                f"got {_excerpt(text, 200)!r}"
-            ) from None
-        if not isinstance(value, dict):
-            raise ValueError(
-                f"the arguments of tool call '{self.name}' ({self.id}) must be a JSON object, "
-                f"not {type(value).__name__}"
-            )
-        return value
-
-    def as_dict(self) -> dict[str, Any]:
-        """The OpenAI ``tool_calls`` item for this call."""
-        return {
-            "id": self.id,
-            "type": "function",
-            "function": {"name": self.name, "arguments": self.arguments},
-        }
-
-
-@dataclass
-class Usage:
-    """Token counts of one response, and its cost in USD when known."""
-
-    input_tokens: int = 0
-    output_tokens: int = 0
-    total_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
-    cost_usd: float | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass
-class ChatResult:
-    """The model's answer: reply text, tool calls, usage and the decoded response (``raw``)."""
-
-    text: str
-    tool_calls: list[ToolCall]
-    usage: Usage
-    model: str
-    provider: str
-    finish_reason: str | None
-    raw: dict[str, Any] = field(repr=False)
-
-    def as_message(self) -> dict[str, Any]:
-        """The assistant message to append to the conversation."""
-        message: dict[str, Any] = {"role": "assistant", "content": self.text}
-        if self.tool_calls:
-            message["tool_calls"] = [call.as_dict() for call in self.tool_calls]
-        return message
-
-
-class ProviderError(Exception):
-    """A request to a model provider failed.
-
-    ``status_code`` is the HTTP status (None for a connection error or
-    timeout); ``retryable`` tells whether the failure is of a kind worth
-    retrying (connection, timeout, 429, 5xx).  The message never contains the
-    API key.
-    """
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        provider: str,
-        model: str | None,
-        status_code: int | None = None,
-        retryable: bool = False,
-        retry_after: float | None = None,
-        malformed: bool = False,
-    ) -> None:
-        super().__init__(message)
-        self.provider = provider
-        self.model = model
-        self.status_code = status_code
-        self.retryable = retryable
-        # Seconds the server asked us to wait (Retry-After), when it did.
-        self.retry_after = retry_after
-        # The body could not be understood (the next fallback model is tried).
-        self.malformed = malformed
-
-    @property
-    def message(self) -> str:
-        return str(self)
-
-
-class ChatTransport(Protocol):
-    """What the kernel needs from a model transport."""
-
-    def complete(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        *,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-        session_id: str | None = None,
-        task_id: str | None = None,
-        extra_body: Mapping[str, Any] | None = None,
-        **context: Any,
-    ) -> ChatResult: ...
-
-    async def acomplete(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        *,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-        session_id: str | None = None,
-        task_id: str | None = None,
-        extra_body: Mapping[str, Any] | None = None,
-        **context: Any,
-    ) -> ChatResult: ...
-
-
-# --------------------------------------------------------------------------
-# Hook firing, shared with the scripted transport
-# --------------------------------------------------------------------------
-
-
-@dataclass
-class ApiCall:
-    """One attempt, as the api hooks see it."""
-
-    session_id: str | None
-    task_id: str | None
-    model: str
-    provider: str
-    base_url: str | None
-    api_mode: str
-    request: dict[str, Any]
-    turn_id: str | None = None
-    api_request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
-    started: float = field(default_factory=time.perf_counter)
-
-    def common(self) -> dict[str, Any]:
-        request = copy.deepcopy(self.request)
-        messages = request.get("messages", [])
-        return {
-            "api_request_id": self.api_request_id,
-            "session_id": self.session_id,
-            "task_id": self.task_id,
-            "turn_id": self.turn_id,
-            "model": self.model,
-            "provider": self.provider,
-            "base_url": self.base_url,
-            "api_mode": self.api_mode,
-            "message_count": len(messages) if isinstance(messages, list) else 0,
-            "tool_count": len(request.get("tools") or []),
-            "request_messages": copy.deepcopy(messages),
-            "request": request,
-        }
-
-    def elapsed_ms(self) -> int:
-        return int((time.perf_counter() - self.started) * 1000)
-
-    def pre(self) -> tuple[str, dict[str, Any]]:
-        self.started = time.perf_counter()
-        return "pre_api_request", self.common()
-
-    def post(self, result: ChatResult) -> tuple[str, dict[str, Any]]:
-        elapsed = time.perf_counter() - self.started
-        usage = result.usage
-        return "post_api_request", {
-            **self.common(),
-            "response": copy.deepcopy(dict(result.raw)),
-            # Hermes' names too: prompt_tokens (= input_tokens), reasoning_tokens, request_count.
-            "usage": {
-                **usage.as_dict(),
-                "prompt_tokens": usage.input_tokens,
-                "completion_tokens": usage.output_tokens,
-                "reasoning_tokens": 0,
-                "request_count": 1,
-            },
-            "finish_reason": result.finish_reason,
-            "response_model": result.model,
-            "assistant_tool_call_count": len(result.tool_calls),
-            "duration_ms": int(elapsed * 1000),
-            "api_duration": elapsed,
-        }
-
-    def error(self, error: str, status_code: int | None, attempt: int) -> tuple[str, dict[str, Any]]:
-        return "api_request_error", {
-            **self.common(),
-            "error": error,
-            "status_code": status_code,
-            "duration_ms": self.elapsed_ms(),
-            "attempt": attempt,
-        }
-
-
-def fire(hooks: Any, event: tuple[str, dict[str, Any]]) -> None:
-    if hooks is not None:
-        name, kwargs = event
-        hooks.invoke_hook(name, **kwargs)
-
-
-async def afire(hooks: Any, event: tuple[str, dict[str, Any]]) -> None:
-    if hooks is None:
-        return
-    name, kwargs = event
-    ainvoke = getattr(hooks, "ainvoke_hook", None)
-    if ainvoke is None:
-        hooks.invoke_hook(name, **kwargs)
-    else:
-        await ainvoke(name, **kwargs)
 
 
 # --------------------------------------------------------------------------
 # The chat-completions transport
 # --------------------------------------------------------------------------
-
-
-class MiddlewareCalls:
-    """``complete`` / ``acomplete`` of a transport: its ``_complete`` / ``_acomplete`` through the
-    kernel's ``llm_request`` / ``llm_execution`` middleware (``hooks`` is the kernel)."""
-
-    hooks: Any
-
-    def complete(self, messages: Sequence[Mapping[str, Any]], **kwargs: Any) -> ChatResult:
-        """Ask the model, through the kernel's ``llm_request`` / ``llm_execution`` middleware."""
-        return call_model(self.hooks, self._complete, messages, kwargs)
-
-    async def acomplete(self, messages: Sequence[Mapping[str, Any]], **kwargs: Any) -> ChatResult:
-        """As :meth:`complete`, awaiting the model."""
-        return await acall_model(self.hooks, self._acomplete, messages, kwargs)
 
 
 class ChatCompletionsTransport(MiddlewareCalls):
@@ -718,183 +474,3 @@ class ChatCompletionsTransport(MiddlewareCalls):
             finish_reason=finish_reason,
             raw=data,
         )
-
-
-# --------------------------------------------------------------------------
-# Parsing helpers
-# --------------------------------------------------------------------------
-
-
-class _Malformed(Exception):
-    pass
-
-
-def _function_schema(tool: Mapping[str, Any]) -> dict[str, Any]:
-    """An OpenAI tool entry; a bare ``{name, description, parameters}`` schema is wrapped."""
-    tool = dict(tool)
-    if "function" in tool:
-        return {"type": tool.get("type", "function"), **tool}
-    return {"type": "function", "function": tool}
-
-
-def _content_text(content: Any) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        # Content parts: keep the text ones.
-        parts = []
-        for part in content:
-            if isinstance(part, str):
-                parts.append(part)
-            elif isinstance(part, dict) and isinstance(part.get("text"), str):
-                parts.append(part["text"])
-        return "".join(parts)
-    raise _Malformed(f"'message.content' must be a string or null, not {type(content).__name__}")
-
-
-def _tool_calls(raw: Any) -> list[ToolCall]:
-    if raw is None:
-        return []
-    if not isinstance(raw, list):
-        raise _Malformed(f"'message.tool_calls' must be a list, not {type(raw).__name__}")
-    calls = []
-    for index, item in enumerate(raw):
-        if not isinstance(item, dict) or not isinstance(item.get("function"), dict):
-            raise _Malformed(f"tool call {index} has no 'function' object")
-        function = item["function"]
-        name = function.get("name")
-        if not isinstance(name, str) or not name:
-            raise _Malformed(f"tool call {index} has no function name")
-        arguments = function.get("arguments")
-        if arguments is None:
-            arguments = ""
-        elif isinstance(arguments, dict | list):
-            # Some servers send the arguments decoded.
-            arguments = json.dumps(arguments, ensure_ascii=False)
-        elif not isinstance(arguments, str):
-            raise _Malformed(
-                f"tool call {index} ('{name}'): arguments must be a string or an object, "
-                f"not {type(arguments).__name__}"
-            )
-        call_id = item.get("id")
-        if not isinstance(call_id, str) or not call_id:
-            call_id = f"call_{index}"
-        calls.append(ToolCall(id=call_id, name=name, arguments=arguments))
-    return calls
-
-
-def _int(value: Any) -> int:
-    if isinstance(value, bool):
-        return 0
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return 0
-
-
-def _usage(raw: Any, prices: Mapping[str, float] | None) -> Usage:
-    """Usage from an OpenAI-style ``usage`` object; cost from it or from the profile's prices."""
-    if not isinstance(raw, dict):
-        raw = {}
-    input_tokens = _int(raw.get("prompt_tokens", raw.get("input_tokens")))
-    output_tokens = _int(raw.get("completion_tokens", raw.get("output_tokens")))
-    total = _int(raw.get("total_tokens")) or input_tokens + output_tokens
-    details = raw.get("prompt_tokens_details")
-    details = details if isinstance(details, dict) else {}
-    cache_read = _int(details.get("cached_tokens", raw.get("cache_read_input_tokens")))
-    cache_write = _int(details.get("cache_write_tokens", raw.get("cache_creation_input_tokens")))
-    cost = raw.get("cost")
-    cost_usd = float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else None
-    if cost_usd is None and prices:
-        cost_usd = _price(prices, input_tokens, output_tokens, cache_read)
-    return Usage(
-        input_tokens=input_tokens,
-        output_tokens=output_tokens,
-        total_tokens=total,
-        cache_read_tokens=cache_read,
-        cache_write_tokens=cache_write,
-        cost_usd=cost_usd,
-    )
-
-
-def _price(prices: Mapping[str, float], input_tokens: int, output_tokens: int, cached: int) -> float | None:
-    """USD from ``{"input", "output"[, "cache_read"]}`` prices per million tokens."""
-    try:
-        per_in = float(prices["input"])
-        per_out = float(prices["output"])
-        per_cached = float(prices.get("cache_read", per_in))
-    except (KeyError, TypeError, ValueError):
-        return None
-    cached = min(cached, input_tokens)
-    return ((input_tokens - cached) * per_in + cached * per_cached + output_tokens * per_out) / 1_000_000
-
-
-def _read_capped(chunks: Iterator[bytes]) -> bytes | None:
-    """The body from its chunks, or ``None`` once it grows past :data:`MAX_RESPONSE_BYTES`."""
-    parts, size = [], 0
-    for chunk in chunks:
-        size += len(chunk)
-        if size > MAX_RESPONSE_BYTES:
-            return None
-        parts.append(chunk)
-    return b"".join(parts)
-
-
-async def _aread_capped(chunks: AsyncIterator[bytes]) -> bytes | None:
-    parts, size = [], 0
-    async for chunk in chunks:
-        size += len(chunk)
-        if size > MAX_RESPONSE_BYTES:
-            return None
-        parts.append(chunk)
-    return b"".join(parts)
-
-
-def _error_message(body: Any) -> str:
-    """The provider's own error text from a body (bytes or decoded), or a short excerpt."""
-    data = body
-    if isinstance(body, bytes | str):
-        try:
-            data = load_json(body, "the body")
-        except ValueError:
-            return _excerpt(body)
-    if isinstance(data, dict):
-        error = data.get("error")
-        if isinstance(error, dict) and isinstance(error.get("message"), str):
-            return error["message"]
-        if isinstance(error, str):
-            return error
-        if isinstance(data.get("message"), str):
-            return data["message"]
-        if isinstance(data.get("detail"), str):
-            return data["detail"]
-    if isinstance(body, bytes | str):
-        return _excerpt(body)
-    return ""
-
-
-def _excerpt(body: bytes | str, limit: int = _BODY_EXCERPT) -> str:
-    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
-    text = text.strip()
-    return text if len(text) <= limit else text[:limit] + "…"
-
-
-def _retry_after(value: str | None) -> float | None:
-    """Seconds from a ``Retry-After`` header: a number, or an HTTP date."""
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - datetime.now(UTC)).total_seconds())
