@@ -69,12 +69,6 @@ def release(token: object) -> None:
                 _owners[name] = heir
 
 
-def owned(token: object) -> dict[str, str]:
-    """The variables ``token`` has in ``os.environ`` now."""
-    with _lock:
-        return {n: v for n, (t, v) in _owners.items() if t is token and os.environ.get(n) == v}
-
-
 class KernelEnviron(Mapping[str, str]):
     """A kernel's environment (``k.environ``): the process's own variables, then its ``.env``.
 

@@ -239,9 +239,9 @@ class KernelLogging:
                 target.addHandler(handler)
         # Our own logger; without debug its effective level is the host's (WARNING by default).
         self.stdlib.setLevel(logging.DEBUG if debug else logging.NOTSET)
-        self._plugin_level: int | None = None
-        if debug and self.plugin_logger.level == logging.NOTSET:
-            self._plugin_level = self.plugin_logger.level
+        # Debug output needs the plugins' logger at DEBUG: set only when the host left it unset.
+        self._set_plugin_level = debug and self.plugin_logger.level == logging.NOTSET
+        if self._set_plugin_level:
             self.plugin_logger.setLevel(logging.DEBUG)
 
         # Audit lines (plugin model calls) are written at INFO even when the rest is at WARNING;
@@ -278,8 +278,8 @@ class KernelLogging:
                 target.removeHandler(handler)
         for handler in self._handlers:
             handler.close()
-        if self._plugin_level is not None and self.plugin_logger.level == logging.DEBUG:
-            self.plugin_logger.setLevel(self._plugin_level)
+        if self._set_plugin_level and self.plugin_logger.level == logging.DEBUG:
+            self.plugin_logger.setLevel(logging.NOTSET)
         # Forget the loggers this kernel created (its own and its plugins'), so that a host creating
         # kernel after kernel does not accumulate them; objects still held keep working.
         _forget_loggers((self.stdlib.name, self.plugin_logger.name), keep=self._theirs)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from .hooks import adapt_hermes_callback, describe, plugin_order, propagates, safe_text
 from .middleware import MiddlewareError
-from .safe_yaml import data_problem
+from .safe_yaml import DataRefused, data_problem, load_json
 
 if TYPE_CHECKING:
     from .kernel import Kernel
@@ -483,20 +483,18 @@ def _coerce_args(args: Any) -> tuple[dict[str, Any], str | None]:
         if len(args) > MAX_ARGS_CHARS:
             return {}, f"arguments are {len(args):,} characters of JSON; at most {MAX_ARGS_CHARS:,} are read"
         try:
-            args = json.loads(args)
-        except RecursionError:
-            return {}, f"arguments hold lists or mappings nested deeper than {MAX_ARGS_DEPTH} levels"
+            parsed = load_json(args, "arguments", MAX_ARGS_DEPTH, MAX_ARGS_VALUES)
+        except DataRefused as exc:
+            return {}, str(exc)
         except ValueError as exc:
             return {}, f"arguments are not valid JSON: {exc}"
+        if not isinstance(parsed, dict):
+            return {}, f"arguments must be a JSON object, not {type(parsed).__name__}"
+        return parsed, None
     if not isinstance(args, dict):
         return {}, f"arguments must be a JSON object, not {type(args).__name__}"
-    return args, _shape_problem(args)
-
-
-def _shape_problem(value: Any) -> str | None:
-    """Why arguments are too deep or too large to pass on (``None`` when they are fine)."""
-    problem = data_problem(value, MAX_ARGS_VALUES, MAX_ARGS_DEPTH, shared_ok=True)
-    return None if problem is None else f"arguments hold {problem}"
+    problem = data_problem(args, MAX_ARGS_VALUES, MAX_ARGS_DEPTH, shared_ok=True)
+    return args, None if problem is None else f"arguments: {problem}"
 
 
 def _as_json_text(text: str) -> str:

@@ -8,6 +8,7 @@ what the record says, not how long it took.
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import threading
 import types
@@ -178,3 +179,37 @@ def test_a_register_that_loads_another_plugin_does_not_wait_for_itself(
     assert k.plugin("zz-looker").enabled is True, k.plugin("zz-looker").error
     assert sink.calls == ["acme"]
     assert k.plugin("model-providers/acme").enabled is True
+
+
+def test_ctrl_c_while_a_plugin_hangs_in_register_ends_the_command(tmp_path: Path) -> None:
+    """The main thread waits for the loader thread; Ctrl-C there ends the command with 130 at once."""
+    home = tmp_path / "hermes"
+    started = tmp_path / "started"
+    code = (
+        "import pathlib, time\n\ndef register(ctx):\n"
+        f"    pathlib.Path({str(started)!r}).touch()\n    time.sleep(3600)\n"
+    )
+    write_plugin(home / "plugins", "sleepy", code)
+    config = yaml.safe_dump({"plugins": {"register_timeout": 3600}})
+    (home / "config.yaml").write_text(config, encoding="utf-8")
+    proc = subprocess.Popen(
+        [*CLI, "plugins", "list", "--refresh"],
+        env=cli_env(home),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        for _ in range(6000):
+            if started.exists() or proc.poll() is not None:
+                break
+            threading.Event().wait(0.01)
+        assert started.exists(), "the plugin's register() never started"
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "Traceback" not in err

@@ -55,11 +55,14 @@ def clean_env(monkeypatch: pytest.MonkeyPatch, bundled: Path) -> None:
 def tenant(tmp_path: Path, server: LocalServer, make_kernel: Callable[..., Kernel]) -> Callable[..., Kernel]:
     """``tenant(name, dotenv)``: a loaded kernel in its own home, whose ``.env`` holds ``dotenv``."""
 
-    def make(name: str, dotenv: dict[str, str], plugin: str | None = None) -> Kernel:
+    def make(
+        name: str, dotenv: dict[str, str], plugin: str | None = None, extra: dict[str, Any] | None = None
+    ) -> Kernel:
         home = tmp_path / name
         home.mkdir()
         model = {"provider": "openai-compatible", "model": "m1", "base_url": server.base_url}
-        (home / "config.yaml").write_text(yaml.safe_dump({"model": model}), encoding="utf-8")
+        config = {"model": model, **(extra or {})}
+        (home / "config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
         (home / ".env").write_text("".join(f"{k}={v}\n" for k, v in dotenv.items()), encoding="utf-8")
         if plugin is not None:
             write_plugin(home / "plugins", "secret-tool", plugin)
@@ -139,14 +142,13 @@ def test_a_variable_the_process_sets_itself_is_seen_by_every_kernel(
 def test_shell_hooks_a_kernel_starts_see_its_own_environment(
     tenant: Callable[..., Kernel], tmp_path: Path
 ) -> None:
-    a = tenant("a", {"TENANT_ONLY_SECRET": "a-secret"})
-    b = tenant("b", {})
-    from kernel.surfaces.shell_hooks import parse
-
+    """Each kernel's own ``hooks:`` fire through ``invoke_hook``; the program sees that kernel's ``.env``."""
     out = tmp_path / "seen.txt"
     command = f"sh -c 'echo ${{TENANT_ONLY_SECRET:-unset}} >> {out}'"
-    config = {"hooks": {"on_session_start": [{"command": command}]}}
+    hooks = {"hooks": {"on_session_start": [{"command": command}]}}
+    a = tenant("a", {"TENANT_ONLY_SECRET": "a-secret"}, extra=hooks)
+    b = tenant("b", {}, extra=hooks)
+    assert os.environ["TENANT_ONLY_SECRET"] == "a-secret"
     for k in (a, b):
-        (hook,) = parse(config, k.hook_names, ceiling=30).hooks
-        hook.run({"session_id": "s"}, k.environ.child())
+        k.invoke_hook("on_session_start", session_id="s", model="m1", platform="cli")
     assert out.read_text(encoding="utf-8").split() == ["a-secret", "unset"]
