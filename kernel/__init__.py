@@ -8,17 +8,62 @@ extensions alike::
     k = Kernel()
     k.load()
     print(k.tools.dispatch("calculate", {"expression": "2**16"}))
+
+The names below are imported when first used, so that ``import kernel``
+costs only the core.
 """
 
-from .context import PluginContext
-from .decisions import ApprovalRequest, terminal_approver
-from .hooks import Callback
-from .kernel import Kernel, PluginError, PluginInfo, __version__, merge_context
-from .manifest import EnvVar, Manifest, ManifestError
-from .markers import hookimpl, hookspec
-from .plugin_manager import KernelPluginManager, PluginHandle
-from .slots import Provider, SlotError
-from .tools import Tool, ToolRegistrationError
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from .core import services as _services
+from .core.kernel import Kernel, PluginError, PluginInfo, merge_context
+from .core.markers import __version__, hookimpl, hookspec
+from .services import BUILTIN_SERVICES
+
+_services.use_builtins(BUILTIN_SERVICES)
+
+# name -> module that defines it (imported on first access).
+_LAZY = {
+    "ApprovalRequest": "kernel.tools.decisions",
+    "terminal_approver": "kernel.tools.decisions",
+    "Callback": "kernel.core.hooks",
+    "EnvVar": "kernel.core.manifest",
+    "Manifest": "kernel.core.manifest",
+    "ManifestError": "kernel.core.manifest",
+    "KernelPluginManager": "kernel.core.plugin_manager",
+    "PluginHandle": "kernel.core.plugin_manager",
+    "PluginContext": "kernel.core.context",
+    "Provider": "kernel.slots",
+    "SlotError": "kernel.slots",
+    "Tool": "kernel.tools",
+    "ToolRegistrationError": "kernel.tools",
+}
+
+if TYPE_CHECKING:
+    from .core.context import PluginContext
+    from .core.hooks import Callback
+    from .core.manifest import EnvVar, Manifest, ManifestError
+    from .core.plugin_manager import KernelPluginManager, PluginHandle
+    from .slots import Provider, SlotError
+    from .tools import Tool, ToolRegistrationError
+    from .tools.decisions import ApprovalRequest, terminal_approver
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'kernel' has no attribute '{name}'")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 __all__ = [
     "ApprovalRequest",

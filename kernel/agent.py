@@ -27,10 +27,10 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .config import section
+from .core.config import section
 
 if TYPE_CHECKING:
-    from .kernel import Kernel
+    from .core.kernel import Kernel
 
 DEFAULT_MAX_ITERATIONS = 20
 DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant. Use the tools you are given when they help."

@@ -10,10 +10,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .hooks import describe, propagates
+from .core.context import _live
+from .core.hooks import describe, propagates
+from .core.services import serviceimpl
 
 if TYPE_CHECKING:
-    from .kernel import Kernel
+    from .core.kernel import Kernel
+    from .core.records import _Record
 
 # Commands of the host.  The kernel answers the first four itself; the others
 # belong to the chat session that embeds it (``k.commands.set_host_handler``).
@@ -293,3 +296,89 @@ def _event(command: Command, args: str, context: dict[str, Any]) -> dict[str, An
         "args": args,
         "plugin": command.plugin,
     }
+
+
+# -- the commands service (see kernel.core.services) ------------------------------
+
+
+class Context:
+    """The ``ctx.register_command`` / ``ctx.register_cli_command`` members of this service."""
+
+    @_live
+    def register_command(
+        self,
+        name: str,
+        handler: Callable[[str], Any],
+        description: str = "",
+        args_hint: str = "",
+        argument_mode: str | None = None,
+        **extra: Any,
+    ) -> None:
+        """Add the slash command ``/name``; ``handler(raw_args) -> str | None`` (may be async).
+
+        A name taken by a built-in or by another plugin is refused with a
+        warning recorded on this plugin; the rest of the plugin still loads.
+        """
+        kernel, record = self._kernel, self._record
+        description = description or str(extra.pop("help", "") or "")
+        if extra:
+            record.warnings.append(
+                f"register_command({name!r}): ignored keyword(s) {', '.join(sorted(extra))}"
+            )
+        try:
+            command = kernel.commands.register(
+                name, handler, plugin=record.name, description=description, args_hint=args_hint
+            )
+        except CommandRefused as exc:
+            record.warnings.append(str(exc))
+            kernel.log.warning("command_refused", plugin=record.name, command=name, reason=str(exc))
+            return
+        record.commands.append(command.name)
+        self._undo.append(lambda: kernel.commands.unregister(command.name))
+        self._undo.append(lambda: record.commands.remove(command.name))
+
+    @_live
+    def register_cli_command(
+        self,
+        name: str,
+        help: str,
+        setup_fn: Callable[[Any], Any],
+        handler_fn: Callable[[Any], Any] | None = None,
+        description: str = "",
+    ) -> None:
+        """Add ``hermes-kernel <name>``: ``setup_fn(subparser)`` builds it, ``handler_fn(args)`` runs it.
+
+        A name of the command line's own, or one another plugin took, is
+        refused with a warning recorded on this plugin.
+        """
+        kernel, record = self._kernel, self._record
+        if not callable(setup_fn) or (handler_fn is not None and not callable(handler_fn)):
+            raise TypeError(f"register_cli_command({name!r}): setup_fn and handler_fn must be callable")
+        normalized = normalize_command_name(name)
+        taken = kernel.cli_commands.get(normalized)
+        if not normalized or normalized in CLI_BUILTINS or taken is not None:
+            owner = "the command line itself" if taken is None else f"plugin '{taken.plugin}'"
+            warning = f"CLI command '{normalized or name}' of plugin '{record.name}' refused: {owner} has it"
+            record.warnings.append(warning)
+            kernel.log.warning("cli_command_refused", plugin=record.name, command=name)
+            return
+        kernel.cli_commands[normalized] = CliCommand(
+            normalized, str(help or ""), setup_fn, handler_fn, record.name, str(description or "")
+        )
+        record.cli_commands.append(normalized)
+        self._undo.append(lambda: kernel.cli_commands.pop(normalized, None))
+        self._undo.append(lambda: record.cli_commands.remove(normalized))
+
+
+@serviceimpl
+def service_attach(kernel: Kernel) -> None:
+    kernel.commands = CommandRegistry(kernel)
+    kernel.cli_commands = {}
+
+
+@serviceimpl
+def service_plugin_unloaded(kernel: Kernel, record: _Record) -> None:
+    for command in record.commands:
+        kernel.commands.unregister(command)
+    for cli_command in record.cli_commands:
+        kernel.cli_commands.pop(cli_command, None)

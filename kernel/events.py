@@ -19,10 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 import blinker
 
-from .hooks import describe, propagates
+from .core.hooks import describe, propagates
+from .core.services import serviceimpl
 
 if TYPE_CHECKING:
-    from .kernel import Kernel
+    from .core.kernel import Kernel
+    from .core.records import _Record
 
 Receiver = Callable[[str, dict[str, Any]], Any]
 
@@ -150,3 +152,16 @@ class EventBus:
         error = describe(exc)
         self._kernel.log.warning("event_receiver_failed", event_name=name, owner=owner, error=error)
         self._kernel._note_failure(owner, f"failed on event '{name}': {error}")
+
+
+# -- the events service (see kernel.core.services) ---------------------------------
+
+
+@serviceimpl
+def service_attach(kernel: Kernel) -> None:
+    kernel.events = EventBus(kernel)
+
+
+@serviceimpl
+def service_plugin_unloaded(kernel: Kernel, record: _Record) -> None:
+    kernel.events.disconnect_owner(record.name)

@@ -17,11 +17,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .config import load_config, section
-from .safe_yaml import load_json
+from .core.config import load_config, section
+from .core.safe_yaml import load_json
 
 if TYPE_CHECKING:
-    from .kernel import Kernel
+    from .core.kernel import Kernel
 
 STRUCTURED_NAME = "plugin_structured_output"
 JSON_DIRECTIVE = "Answer with a single JSON object only: no prose before or after it, no code fences."
@@ -452,3 +452,17 @@ def _parse(text: str, json_schema: Mapping[str, Any] | None) -> tuple[Any, str]:
         except Exception:  # a mismatch, or a schema jsonschema cannot use: no parsed object
             return None, "text"
     return parsed, "json"
+
+
+# -- the llm service (see kernel.core.services) -------------------------------------
+
+
+class Context:
+    """The ``ctx.llm`` member of this service."""
+
+    @property
+    def llm(self) -> PluginLlm:
+        """The user's model for this plugin's own calls (see :mod:`kernel.llm`)."""
+        if self._llm is None:
+            self._llm = PluginLlm(self._kernel, self._record.name)
+        return self._llm

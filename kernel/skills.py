@@ -7,9 +7,16 @@ import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
+
+from .core.context import _live
+from .core.services import serviceimpl
+
+if TYPE_CHECKING:
+    from .core.kernel import Kernel
+    from .core.records import _Record
 
 SKILL_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 SKILL_FILE = "SKILL.md"
@@ -162,3 +169,60 @@ def _description(file: Path) -> str:
         return ""
     value = meta.get("description") if isinstance(meta, dict) else None
     return value.strip() if isinstance(value, str) else ""
+
+
+# -- the skills service (see kernel.core.services) --------------------------------
+
+#: The owner of the kernel's own tools (``skill_view``) in the tool registry.
+BUILTIN_PLUGIN = "builtin"
+
+
+class Context:
+    """The ``ctx.register_skill`` member of this service."""
+
+    @_live
+    def register_skill(
+        self, name: str, path: str | Path, description: str = "", frontmatter: Any = None
+    ) -> None:
+        """Offer a read-only skill, addressed as ``<plugin>:<name>``.
+
+        ``path`` is a ``SKILL.md`` file (or a directory holding one) inside the
+        plugin's directory, or an absolute path to a ``SKILL.md`` elsewhere
+        (noted as a warning).  A bad name raises ``ValueError``, a missing file
+        ``FileNotFoundError``, a relative path leaving the plugin ``ValueError``.
+        """
+        kernel, record = self._kernel, self._record
+        skill = kernel.skills.register(record.name, name, path, description, root=record.path)
+        if record.path is not None and not skill.path.is_relative_to(record.path.resolve()):
+            record.warnings.append(f"skill '{name}' is read from outside the plugin directory: {skill.path}")
+        record.skills.append(skill.name)
+        self._undo.append(lambda: kernel.skills.unregister(skill.qualified_name))
+        self._undo.append(lambda: record.skills.remove(skill.name))
+
+
+def add_view_tool(kernel: Kernel) -> None:
+    """The kernel's own tool ``skill_view``, once there is a skill to view."""
+    if not kernel.skills.all() or "skill_view" in kernel.tools:
+        return
+    kernel.tools.register("skill_view", "skills", VIEW_SCHEMA, kernel.skills.view_tool, plugin=BUILTIN_PLUGIN)
+
+
+@serviceimpl
+def service_attach(kernel: Kernel) -> None:
+    kernel.skills = SkillRegistry(kernel.home)
+
+
+@serviceimpl(tryfirst=True)
+def service_load_finished(kernel: Kernel) -> None:
+    add_view_tool(kernel)
+
+
+@serviceimpl
+def service_plugin_added(kernel: Kernel, name: str) -> None:
+    add_view_tool(kernel)
+
+
+@serviceimpl
+def service_plugin_unloaded(kernel: Kernel, record: _Record) -> None:
+    for skill in record.skills:
+        kernel.skills.unregister(f"{record.name}:{skill}")

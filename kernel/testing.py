@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 
 from .agent import AgentSession
-from .kernel import Kernel
+from .core.kernel import Kernel
 
 
 def write_plugin(

@@ -32,7 +32,6 @@ from kernel.context import PluginContext
 from kernel.gateway import base as gateway_base
 from kernel.gateway import config as gateway_config
 from kernel.providers import context_engine, image_gen, memory, profile, video_gen, web_search
-from kernel.providers import registry as provider_registry
 
 SHIM_TOPS = {name.split(".")[0] for name in finder.SHIMS}
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(40))
@@ -735,14 +734,21 @@ def test_providers_register_provider_outside_a_load(make_kernel: Callable[..., K
     assert k.providers.catalog.entry("late-provider").plugin == "compat:hermes"
 
 
-def test_providers_register_provider_inside_a_collector_uses_it(make_kernel: Callable[..., Kernel]) -> None:
-    make_kernel()
-    from providers import ProviderProfile, register_provider
-
-    seen: list[Any] = []
-    with provider_registry.collecting(seen.append):
-        register_provider(ProviderProfile(name="collected"))
-    assert [p.name for p in seen] == ["collected"]
+def test_providers_register_provider_while_a_plugin_loads_is_that_plugins(
+    make_kernel: Callable[..., Kernel], home: Path
+) -> None:
+    """A module-level register_provider() made while a plugin is imported goes to that plugin's record."""
+    directory = home / "plugins" / "offers-at-import"
+    directory.mkdir(parents=True)
+    (directory / "__init__.py").write_text(
+        "from providers import ProviderProfile, register_provider\n"
+        "register_provider(ProviderProfile(name='collected', auth_type='none'))\n"
+        "def register(ctx):\n    pass\n",
+        encoding="utf-8",
+    )
+    k = make_kernel()
+    assert k.plugin("offers-at-import").enabled is True
+    assert k.providers.catalog.entry("collected").plugin == "offers-at-import"
 
 
 # --------------------------------------------------------------------------

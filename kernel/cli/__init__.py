@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..commands import CliCommand
-from ..kernel import Kernel, PluginInfo
-from ..log import shown
-from ..safe_yaml import DataRefused, load_json
+from ..core.kernel import Kernel, PluginInfo
+from ..core.log import shown
+from ..core.safe_yaml import DataRefused, load_json
 from . import chat, doctor, gateway, hooks, install, logs
 from . import plugins as plugins_group
 from .common import loaded_kernel

@@ -22,8 +22,8 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from ..kernel import Kernel
-from ..log import redacted, shown
+from ..core.kernel import Kernel
+from ..core.log import redacted, shown
 
 if TYPE_CHECKING:
     from ..agent import AgentSession, TurnResult
@@ -463,8 +463,8 @@ def demo_config(script: Path) -> dict[str, Any]:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from ..discovery import bundled_root
-    from ..kernel import Kernel
+    from ..core.discovery import bundled_root
+    from ..core.kernel import Kernel
 
     script = bundled_root() / DEMO_SCRIPT
     if not script.is_file():

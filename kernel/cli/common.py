@@ -9,12 +9,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..discovery import (
+from ..core.discovery import (
     Candidate,
     merge_sources,
 )
-from ..kernel import Kernel, PluginInfo
-from ..manifest import EnvVar, Manifest, ManifestError, find_manifest, load_manifest
+from ..core.kernel import Kernel, PluginInfo
+from ..core.manifest import EnvVar, Manifest, ManifestError, find_manifest, load_manifest
 
 
 def loaded_kernel(home: str | None = None) -> Kernel:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from .common import DISABLED_BY_CONFIG, dump_json, manifest_at
 
 if TYPE_CHECKING:
-    from ..kernel import Kernel, PluginInfo
+    from ..core.kernel import Kernel, PluginInfo
 
 
 # Sources of the surface records (kernel/surfaces): config.yaml sections and <home>/hooks folders.
@@ -51,7 +51,7 @@ class Finding:
 
 
 def doctor_command(args: argparse.Namespace) -> int:
-    from ..kernel import Kernel
+    from ..core.kernel import Kernel
 
     environ = dict(os.environ)
     with Kernel() as kernel:

@@ -10,7 +10,7 @@ import signal
 import sys
 from typing import Any
 
-from ..kernel import Kernel
+from ..core.kernel import Kernel
 
 
 def add_commands(commands: Any) -> None:

@@ -33,13 +33,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..config import read_dotenv, section
-from ..discovery import (
+from ..core.config import read_dotenv, section
+from ..core.discovery import (
     CATEGORIES,
     ENTRY_POINT_GROUP,
     Candidate,
 )
-from ..manifest import MANIFEST_NAMES, EnvVar, Manifest, ManifestError, find_manifest, load_manifest
+from ..core.manifest import MANIFEST_NAMES, EnvVar, Manifest, ManifestError, find_manifest, load_manifest
 from .common import candidate_items, discover, env_state, fail, resolve_name, unknown_name, unloaded_kernel
 
 if TYPE_CHECKING:
@@ -365,7 +365,7 @@ def _ask_env(home: Path, manifest: Manifest, *, no_input: bool) -> tuple[dict[st
         if value:
             answers[var.name] = value
     if answers:
-        from ..settings import write_env
+        from ..core.settings import write_env
 
         write_env(home, answers)
     return answers, [v for v in missing if v.name not in answers]

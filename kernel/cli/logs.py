@@ -93,7 +93,7 @@ class _LogFilter:
 
 
 def logs_command(args: argparse.Namespace) -> int:
-    from ..config import resolve_home
+    from ..core.config import resolve_home
 
     path = resolve_home(None) / "logs" / "agent.log"
     keep = _LogFilter(args.level, args.json)

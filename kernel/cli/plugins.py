@@ -6,11 +6,11 @@ import argparse
 import os
 from typing import TYPE_CHECKING, Any
 
-from ..config import read_dotenv, section
-from ..discovery import (
+from ..core.config import read_dotenv, section
+from ..core.discovery import (
     Candidate,
 )
-from ..manifest import EnvVar, Manifest
+from ..core.manifest import EnvVar, Manifest
 from .common import (
     TIERS,
     candidate_items,
@@ -27,7 +27,7 @@ from .common import (
 )
 
 if TYPE_CHECKING:
-    from ..kernel import Kernel, PluginInfo
+    from ..core.kernel import Kernel, PluginInfo
 
 
 def add_commands(plugin_actions: Any) -> None:
@@ -262,7 +262,7 @@ def plugins_disable(args: argparse.Namespace) -> int:
 
 
 def _set_disabled(name: str, *, disable: bool) -> int:
-    from ..settings import update_config
+    from ..core.settings import update_config
 
     with unloaded_kernel() as kernel:
         merged, _every = discover(kernel)

@@ -1,6 +1,7 @@
 """Compatibility with plugins written for Hermes Agent (see docs/compatibility.md).
 
-``install(kernel)`` is called by :meth:`Kernel.load` unless ``compat.hermes``
+A service (see :mod:`kernel.core.services`) attached at every
+:meth:`Kernel.load`: ``install(kernel)`` runs then unless ``compat.hermes``
 is false; it makes the kernel the host that Hermes-style module-level calls
 answer to (:mod:`kernel.compat.host`) and puts the import hook of
 :mod:`kernel.compat.finder` at the end of ``sys.meta_path``, so that
@@ -14,10 +15,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..core.config import section
+from ..core.services import serviceimpl
 from . import host
 
 if TYPE_CHECKING:
-    from ..kernel import Kernel
+    from ..core.kernel import Kernel
 
 
 def install(kernel: Kernel) -> None:
@@ -35,3 +38,29 @@ def uninstall(kernel: Kernel) -> None:
         from . import finder
 
         finder.disable()
+
+
+def wanted(kernel: Kernel) -> bool:
+    """``compat.hermes`` (default true): serve the Hermes import shims to this kernel's plugins."""
+    value = section(kernel.config, "compat", "hermes")
+    if value is None:
+        return True
+    if not isinstance(value, bool):
+        kernel._config_problem(
+            f"config.yaml: 'compat.hermes' must be true or false, not {value!r}; using true"
+        )
+        return True
+    return value
+
+
+@serviceimpl
+def service_load_started(kernel: Kernel) -> None:
+    if wanted(kernel):
+        install(kernel)
+        kernel._compat = True
+
+
+@serviceimpl
+def service_shutdown(kernel: Kernel) -> None:
+    if getattr(kernel, "_compat", False):
+        uninstall(kernel)

@@ -11,39 +11,21 @@ progress, else the most recently loaded kernel that has the shims on.
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import sys
 import threading
-from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from ..context import PluginContext
-    from ..kernel import Kernel
+from ..core.context import current_context, loading
 
-_loading: contextvars.ContextVar[PluginContext | None] = contextvars.ContextVar(
-    "hermes_kernel_loading", default=None
-)
+if TYPE_CHECKING:
+    from ..core.kernel import Kernel
+
+__all__ = ["attach", "attached", "current_context", "current_kernel", "detach", "loading"]
+
 _kernels: list[Kernel] = []
 _lock = threading.Lock()
 # How far up the call stack a module-level call looks for the plugin module that made it.
 _MAX_FRAMES = 64
-
-
-@contextlib.contextmanager
-def loading(ctx: PluginContext) -> Iterator[None]:
-    """Mark ``ctx``'s plugin as the one being imported and registered."""
-    token = _loading.set(ctx)
-    try:
-        yield
-    finally:
-        _loading.reset(token)
-
-
-def current_context() -> PluginContext | None:
-    """The context of the plugin being loaded right now, if any."""
-    return _loading.get()
 
 
 def current_kernel() -> Kernel | None:
@@ -55,7 +37,7 @@ def current_kernel() -> Kernel | None:
     kernel of the tool call or turn in progress; else the latest live kernel
     with the shims on.
     """
-    ctx = _loading.get()
+    ctx = current_context()
     if ctx is not None:
         return ctx._kernel
     with _lock:

@@ -30,15 +30,16 @@ from typing import TYPE_CHECKING, Any
 
 import tenacity
 
-from ..config import section
-from ..hooks import Request, describe, plain_text, propagates
+from ..core.config import section
+from ..core.hooks import Request, describe, plain_text, propagates
+from ..core.services import serviceimpl
 from .base import BasePlatformAdapter, MessageEvent, SendResult
 from .config import Platform, PlatformConfig
 from .registry import GatewayError, PlatformSpec
 
 if TYPE_CHECKING:
     from ..agent import AgentSession
-    from ..kernel import Kernel
+    from ..core.kernel import Kernel
 
 BACKOFF_FIRST = 1.0
 BACKOFF_MAX = 60.0
@@ -525,3 +526,11 @@ def _read_dispatch_answer(value: Any) -> tuple[str, Any] | None:
     if action == "allow":
         return "allow", None
     return None
+
+
+# -- the gateway service (see kernel.core.services) --------------------------------
+
+
+@serviceimpl
+def service_attach(kernel: Kernel) -> None:
+    kernel.gateway = Gateway(kernel)

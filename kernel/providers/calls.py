@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..middleware import acall_model, call_model
+from ..tools.middleware import acall_model, call_model
 from .results import ChatResult
 
 # --------------------------------------------------------------------------

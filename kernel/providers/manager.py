@@ -7,19 +7,20 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..config import section
-from ..slots import SLOTS as ALL_SLOTS
-from ..watchdog import SharedRLock
+from ..core.config import section
+from ..core.watchdog import SharedRLock
+from ..tools import ToolRegistrationError
 from .context_engine import ContextEngine
 from .image_gen import ImageGenProvider, error_response, resolve_aspect_ratio
 from .memory import MemoryProvider
 from .profile import ProviderProfile
 from .registry import ProviderCatalog, ProviderLookupError
+from .slots import SLOTS as ALL_SLOTS
 from .video_gen import VideoGenProvider
 from .web_search import WebSearchProvider
 
 if TYPE_CHECKING:
-    from ..kernel import Kernel
+    from ..core.kernel import Kernel
 
 # slot -> (config section, key, default, base class)
 SLOTS: dict[str, tuple[str, str, str | None, type | None]] = {
@@ -77,7 +78,7 @@ class ProviderManager:
 
     def __init__(self, kernel: Kernel) -> None:
         self._kernel = kernel
-        self.catalog = ProviderCatalog(loader=kernel._load_model_providers)
+        self.catalog = ProviderCatalog(loader=kernel._load_deferred)
         self._client: Any = None
         self._client_key: Any = None
         self._lock = SharedRLock()
@@ -345,8 +346,13 @@ class ProviderManager:
                         f"{prefix}_tool_invalid", provider=provider.name, schema=repr(schema)[:200]
                     )
                     continue
-                kernel._add_provider_tool(
-                    plugin, name, f"{prefix}-{provider.name}", schema, _provider_handler(provider, name)
+                _add_provider_tool(
+                    kernel,
+                    plugin,
+                    name,
+                    f"{prefix}-{provider.name}",
+                    schema,
+                    _provider_handler(provider, name),
                 )
 
     def _register_image_tool(self) -> None:
@@ -357,8 +363,13 @@ class ProviderManager:
         if provider is None:
             return
         plugin = self._kernel.slots.get("image_gen", provider.name).plugin
-        self._kernel._add_provider_tool(
-            plugin, "generate_image", "image_gen", GENERATE_IMAGE_SCHEMA, _image_handler(provider)
+        _add_provider_tool(
+            self._kernel,
+            plugin,
+            "generate_image",
+            "image_gen",
+            GENERATE_IMAGE_SCHEMA,
+            _image_handler(provider),
         )
 
 
@@ -423,3 +434,19 @@ def _find(providers: dict[str, Any], name: str) -> Any:
         return providers[name]
     by_plugin = [p for p in providers.values() if p.plugin == name or p.plugin.rsplit("/", 1)[-1] == name]
     return by_plugin[0] if len(by_plugin) == 1 else None
+
+
+def _add_provider_tool(
+    kernel: Kernel, plugin: str, name: str, toolset: str, schema: Any, handler: Any
+) -> None:
+    """Register a tool of an active provider, attributed to the provider's plugin."""
+    record = kernel._records.get(plugin)
+    try:
+        tool, _warnings = kernel.tools.register(name, toolset, schema, handler, plugin=plugin)
+    except ToolRegistrationError as exc:
+        if record is not None:
+            record.warnings.append(str(exc))
+        kernel.log.warning("provider_tool_refused", plugin=plugin, tool=name, error=str(exc))
+        return
+    if record is not None:
+        record.tools.append(tool.name)

@@ -2,21 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
 import threading
-from collections.abc import Callable, Iterator
-from contextvars import ContextVar
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..watchdog import SharedRLock
+from ..core.context import current_context
+from ..core.records import SOURCE_RANK
+from ..core.watchdog import SharedRLock
 from .profile import ProviderProfile
-
-# Set while a kernel imports provider plugins: where register_provider() sends profiles.
-_collector: ContextVar[Callable[[ProviderProfile], None] | None] = ContextVar(
-    "hermes_kernel_provider_collector", default=None
-)
-
-SOURCE_RANK = {"bundled": 0, "user": 1, "project": 2, "entrypoint": 3, "runtime": 4, "pluggy": 4}
 
 
 class ProviderLookupError(LookupError):
@@ -119,20 +112,8 @@ class ProviderCatalog:
         return [e.profile for e in self.entries()]
 
 
-@contextlib.contextmanager
-def collecting(sink: Callable[[ProviderProfile], None]) -> Iterator[None]:
-    """Send ``register_provider`` calls made inside the block to ``sink``."""
-    token = _collector.set(sink)
-    try:
-        yield
-    finally:
-        _collector.reset(token)
-
-
 _default: ProviderCatalog | None = None
 _default_lock = threading.Lock()
-#: Makes the process-wide catalog; set by :mod:`kernel.kernel` (this module does not import the kernel).
-default_factory: Callable[[], ProviderCatalog] | None = None
 
 
 def default_catalog() -> ProviderCatalog:
@@ -144,17 +125,18 @@ def default_catalog() -> ProviderCatalog:
     global _default
     with _default_lock:
         if _default is None:
-            if default_factory is None:  # importing the kernel package sets it
-                raise RuntimeError("kernel.providers.registry: no default catalog factory (import kernel)")
-            _default = default_factory()
+            from ..core.kernel import Kernel
+
+            _default = Kernel().providers.catalog
         return _default
 
 
 def register_provider(profile: ProviderProfile) -> None:
     """Offer a model provider profile.  Provider plugins call this when they are imported."""
-    sink = _collector.get()
-    if sink is not None:
-        sink(profile)
+    ctx = current_context()
+    if ctx is not None:
+        # Called while a plugin is imported: the profile is that plugin's.
+        ctx.register_model_provider(profile)
         return
     problem = default_catalog().add(profile, plugin="(direct)", source="runtime")
     if problem:

@@ -50,7 +50,7 @@ from typing import Any
 import httpx
 import tenacity
 
-from ..safe_yaml import DataRefused, load_json
+from ..core.safe_yaml import DataRefused, load_json
 from .calls import ApiCall, MiddlewareCalls, afire, fire
 from .parsing import (
     MAX_RESPONSE_BYTES,

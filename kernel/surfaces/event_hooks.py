@@ -22,14 +22,15 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from ..hooks import plugin_order
-from ..manifest import yaml_problem
-from ..safe_yaml import MAX_HOOK_BYTES, read_yaml
-from . import SurfaceError
+from ..core.hooks import plugin_order
+from ..core.manifest import yaml_problem
+from ..core.safe_yaml import MAX_HOOK_BYTES, read_yaml
+from ..core.services import serviceimpl
+from . import SurfaceError, load_surface
 
 if TYPE_CHECKING:
-    from ..context import PluginContext
-    from ..kernel import Kernel
+    from ..core.context import PluginContext
+    from ..core.kernel import Kernel
 
 MANIFEST = "HOOK.yaml"
 HANDLER = "handler.py"
@@ -170,3 +171,11 @@ class _FolderHook:
                 f"{HANDLER} defines no handle(event_type, context) function", "add one (sync or async)"
             )
         return handle
+
+
+# -- the event_hooks service (see kernel.core.services) ----------------------------------
+
+
+@serviceimpl
+def service_load_finished(kernel: Kernel) -> None:
+    load_surface(kernel, "event_hooks", load)

@@ -18,12 +18,12 @@ import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ...config import resolve_home
+from ...core.config import resolve_home
 from .. import host
 
 if TYPE_CHECKING:
-    from ...context import PluginContext
-    from ...kernel import Kernel
+    from ...core.context import PluginContext
+    from ...core.kernel import Kernel
 
 # The surface record that owns what Hermes-style module-level calls register outside a plugin's load.
 COMPAT_RECORD = "compat:hermes"

@@ -17,8 +17,8 @@ from typing import Any
 
 import yaml
 
-from ...config import load_config as _read_config
-from ...config import read_dotenv
+from ...core.config import load_config as _read_config
+from ...core.config import read_dotenv
 from . import current_kernel, hermes_home
 
 __all__ = [
@@ -78,7 +78,7 @@ def save_config(cfg: Mapping[str, Any]) -> None:
         yaml.safe_dump(data)
     except yaml.YAMLError as exc:
         raise ValueError(f"save_config: the configuration cannot be stored in YAML: {exc}") from None
-    from ...settings import update_config
+    from ...core.settings import update_config
 
     def replace(current: dict[str, Any]) -> None:
         current.clear()
@@ -112,7 +112,7 @@ def save_env_value(name: str, value: str) -> None:
     """Set ``name`` in ``<home>/.env`` (other lines kept, mode 0600) and in this process's environment."""
     if not isinstance(name, str) or not _ENV_NAME.match(name):
         raise ValueError(f"save_env_value: {name!r} is not a valid environment variable name")
-    from ...settings import write_env
+    from ...core.settings import write_env
 
     text = str(value)
     write_env(hermes_home(), {name: text})

@@ -12,11 +12,11 @@ import types
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ...context import PluginContext
+from ...core.context import PluginContext
 from . import require_kernel
 
 if TYPE_CHECKING:
-    from ...kernel import Kernel
+    from ...core.kernel import Kernel
 
 __all__ = [
     "PluginContext",
@@ -102,8 +102,9 @@ def resolve_pre_tool_block(
     kernel's approver, as for a real call.
     """
     from ...tools import HOOK_CONTEXT_KEYS
+    from ...tools.decisions import decide_tool_call
 
     kernel = require_kernel("hermes_cli.plugins.resolve_pre_tool_block")
     call_args = copy.deepcopy(dict(args or {}))
-    verdict = kernel._decide_tool_call(tool_name, call_args, {**dict.fromkeys(HOOK_CONTEXT_KEYS), **context})
+    verdict = decide_tool_call(kernel, tool_name, call_args, {**dict.fromkeys(HOOK_CONTEXT_KEYS), **context})
     return verdict.blocked

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ...config import profile_name
+from ...core.config import profile_name
 from . import hermes_home
 
 __all__ = ["get_default_hermes_root", "get_hermes_home", "hermes_home_key", "profile_name_for_home"]

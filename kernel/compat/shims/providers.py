@@ -9,6 +9,7 @@ kernel's catalog; with no kernel running they fall back to
 
 from __future__ import annotations
 
+from ...core.context import current_context
 from ...providers import registry as _registry
 from ...providers.profile import ProviderProfile
 from . import current_kernel, registering_context
@@ -18,8 +19,8 @@ __all__ = ["ProviderProfile", "get_provider_profile", "list_providers", "registe
 
 def register_provider(profile: ProviderProfile) -> None:
     """Offer a model provider profile (Hermes provider plugins call this when imported)."""
-    if _registry._collector.get() is not None or current_kernel() is None:
-        # A kernel is importing provider plugins (it collects them), or no kernel runs at all.
+    if current_context() is not None or current_kernel() is None:
+        # A plugin is being imported (the profile is its own), or no kernel runs at all.
         _registry.register_provider(profile)
         return
     registering_context("providers.register_provider").register_model_provider(profile)

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ...config import section
-from .. import SurfaceError
+from ...core.config import section
+from ...core.services import serviceimpl
+from .. import SurfaceError, load_surface
 from .config import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_TIMEOUT,
@@ -38,8 +39,8 @@ from .results import kernel_tool_name, result_json, select_tools, tool_schema
 from .server import _Manager, _Sdk, _Server
 
 if TYPE_CHECKING:
-    from ...context import PluginContext
-    from ...kernel import Kernel, _Record
+    from ...core.context import PluginContext
+    from ...core.kernel import Kernel, _Record
 
 
 __all__ = [
@@ -143,3 +144,11 @@ def _failed_record(kernel: Kernel, name: str, error: str, cfg: ServerConfig | No
         record.warnings.extend(cfg.warnings)
     record.enabled = False
     return record
+
+
+# -- the mcp service (see kernel.core.services) ----------------------------------
+
+
+@serviceimpl(trylast=True)
+def service_load_finished(kernel: Kernel) -> None:
+    load_surface(kernel, "mcp", load)

@@ -28,8 +28,8 @@ from .config import (
 from .results import _error, kernel_tool_name, result_json, select_tools, tool_schema
 
 if TYPE_CHECKING:
-    from ...context import PluginContext
-    from ...kernel import Kernel, _Record
+    from ...core.context import PluginContext
+    from ...core.kernel import Kernel, _Record
 
 
 class _Sdk:
@@ -610,6 +610,6 @@ def _leaf(exc: BaseException | None) -> BaseException | None:
 
 
 def _version() -> str:
-    from ...markers import __version__
+    from ...core.markers import __version__
 
     return __version__

@@ -28,13 +28,15 @@ import shlex
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ...hooks import CONFIGURED
+from ...core.hooks import CONFIGURED
+from ...core.services import serviceimpl
+from .. import load_surface
 from .common import _STDIN_KEYS, KIND, MAX_STDOUT, REASON_CHARS, SURFACE, TEST_SESSION, TOOL_EVENTS
 from .config import parse, unknown_event
 from .hook import CarriedInput, HookRun, Parsed, ShellHook, _failed_closed, interpret
 
 if TYPE_CHECKING:
-    from ...kernel import Kernel
+    from ...core.kernel import Kernel
 
 __all__ = [
     "MAX_STDOUT",
@@ -131,7 +133,7 @@ def test_kwargs(event: str, tool_name: str | None = None, payload: Any = None) -
     hook's keyword arguments, or a stdin payload as a hook received it
     (``hook_event_name``, ``tool_input``, ``extra``...).  ``tool_name`` wins over both.
     """
-    from ... import hookspecs
+    from ...core import hookspecs
 
     spec = getattr(hookspecs, event, None)
     kwargs: dict[str, Any] = dict.fromkeys(inspect.signature(spec).parameters) if callable(spec) else {}
@@ -205,3 +207,11 @@ def format_test(event: str, rows: list[dict[str, Any]]) -> str:
         for warning in row["warnings"]:
             lines.append(f"  warning: {warning}")
     return "\n".join(lines)
+
+
+# -- the shell_hooks service (see kernel.core.services) ----------------------------------
+
+
+@serviceimpl
+def service_load_finished(kernel: Kernel) -> None:
+    load_surface(kernel, "shell_hooks", load)

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...decisions import parse_decision
+from ...tools.decisions import parse_decision
 from .. import end_process_group
 from .common import (
     _PLACEHOLDER,

@@ -29,6 +29,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ...core.services import serviceimpl
+from .. import load_surface
 from .common import (
     AUDIO_FORMATS,
     LEGACY_ENV,
@@ -45,8 +47,8 @@ from .service import Speech
 from .templates import CommandTemplate
 
 if TYPE_CHECKING:
-    from ...context import PluginContext
-    from ...kernel import Kernel
+    from ...core.context import PluginContext
+    from ...core.kernel import Kernel
 
 __all__ = [
     "AUDIO_FORMATS",
@@ -112,3 +114,16 @@ def load(kernel: Kernel) -> None:
         record.enabled = False
     else:
         record.warnings.extend(speech.problems)
+
+
+# -- the speech service (see kernel.core.services) ----------------------------------
+
+
+@serviceimpl
+def service_attach(kernel: Kernel) -> None:
+    kernel.speech = Speech(kernel)
+
+
+@serviceimpl
+def service_load_finished(kernel: Kernel) -> None:
+    load_surface(kernel, "speech", load)

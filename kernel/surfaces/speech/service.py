@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ...config import read_dotenv, section
+from ...core.config import read_dotenv, section
 from .. import end_process_group
 from .common import AUDIO_FORMATS, KILL_GRACE, LEGACY_ENV, LEGACY_NAME, SHELL, SpeechError
 from .config import (
@@ -28,7 +28,7 @@ from .config import (
 from .files import _child_environment, _Ran, _read_text, _tail, mask_secrets, parse_transcript, sniff_audio
 
 if TYPE_CHECKING:
-    from ...kernel import Kernel
+    from ...core.kernel import Kernel
 
 
 # --------------------------------------------------------------------------

@@ -17,12 +17,13 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .hooks import adapt_hermes_callback, describe, plugin_order, propagates, safe_text
+from ..core.hooks import adapt_hermes_callback, describe, plugin_order, propagates, safe_text
+from ..core.safe_yaml import DataRefused, data_problem, load_json
+from .decisions import decide_tool_call
 from .middleware import MiddlewareError
-from .safe_yaml import DataRefused, data_problem, load_json
 
 if TYPE_CHECKING:
-    from .kernel import Kernel
+    from ..core.kernel import Kernel
 
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
@@ -350,7 +351,7 @@ class ToolRegistry:
         given = {k: v for k, v in context.items() if k not in PIPELINE_KEYS}
         with self.call_context(**given) as inherited:
             context = {**dict.fromkeys(HOOK_CONTEXT_KEYS), **inherited, **given}
-            verdict = kernel._decide_tool_call(name, parsed, context)
+            verdict = decide_tool_call(kernel, name, parsed, context)
             if verdict.blocked is not None:
                 return error_json(verdict.blocked)
             parsed = verdict.args

@@ -1,0 +1,116 @@
+"""The kernel's home directory, ``config.yaml`` and ``.env``."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from dotenv import dotenv_values
+
+from .manifest import yaml_problem
+from .safe_yaml import MAX_CONFIG_BYTES, MAX_DOTENV_BYTES, read_yaml
+
+TRUTHY = frozenset({"1", "true", "yes", "on"})
+
+
+def truthy(value: str | None) -> bool:
+    """``1``, ``true``, ``yes`` and ``on`` (any case) are true; anything else is false."""
+    return value is not None and value.strip().lower() in TRUTHY
+
+
+def resolve_home(home: str | os.PathLike[str] | None) -> Path:
+    """The explicit ``home``, else ``$HERMES_HOME``, else ``~/.hermes``."""
+    if home is not None:
+        return Path(home).expanduser()
+    env = os.environ.get("HERMES_HOME", "").strip()
+    if env:
+        return Path(env).expanduser()
+    return Path.home() / ".hermes"
+
+
+def load_config(home: Path, override: Mapping[str, Any] | None) -> tuple[dict[str, Any], list[str]]:
+    """Read ``<home>/config.yaml`` and deep-merge ``override`` over it.
+
+    Never raises: a missing file is an empty config; an unreadable or malformed
+    one is reported in the returned problem list and ignored.
+    """
+    problems: list[str] = []
+    data: dict[str, Any] = {}
+    path = home / "config.yaml"
+    if path.is_file():
+        try:
+            loaded = read_yaml(path, MAX_CONFIG_BYTES, "config.yaml")
+        except (OSError, UnicodeDecodeError) as exc:
+            problems.append(f"{path}: cannot read the file ({exc}); using defaults")
+        except yaml.YAMLError as exc:
+            problems.append(f"{path}: not valid YAML ({yaml_problem(exc)}); using defaults")
+        else:
+            if isinstance(loaded, dict):
+                data = loaded
+            elif loaded is not None:
+                problems.append(
+                    f"{path}: the top level must be a mapping, not {type(loaded).__name__}; using defaults"
+                )
+    dotenv = home / ".env"
+    with contextlib.suppress(OSError):
+        if dotenv.is_file() and dotenv.stat().st_size > MAX_DOTENV_BYTES:
+            problems.append(
+                f"{dotenv}: {dotenv.stat().st_size:,} bytes; .env files are read up to "
+                f"{MAX_DOTENV_BYTES:,} bytes, so none of its variables is set (make it smaller)"
+            )
+    if override:
+        data = deep_merge(data, override)
+    return data, problems
+
+
+def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    """A new dict: ``base`` with ``override`` merged in, mappings merged key by key."""
+    out = copy.deepcopy(dict(base))
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def read_dotenv(home: Path) -> dict[str, str]:
+    """The variables set in ``<home>/.env`` (empty when there is none)."""
+    path = home / ".env"
+    if not path.is_file():
+        return {}
+    try:
+        if path.stat().st_size > MAX_DOTENV_BYTES:
+            return {}  # reported once by load_config
+        values = dotenv_values(path, interpolate=False)
+    except (OSError, UnicodeDecodeError):
+        return {}
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def section(config: Mapping[str, Any], *keys: str) -> Any:
+    """``config[k1][k2]...`` or ``None`` when any level is missing or not a mapping."""
+    node: Any = config
+    for key in keys:
+        if not isinstance(node, Mapping):
+            return None
+        node = node.get(key)
+    return node
+
+
+def profile_name(home: Path) -> str:
+    """The Hermes profile a home stands for: ``default`` (``~/.hermes``), ``<name>``
+    (``<root>/profiles/<name>``), else ``custom``."""
+    path = Path(home).expanduser()
+    if path.parent.name == "profiles" and path.name:
+        return path.name
+    default = Path.home() / ".hermes"
+    same = os.path.normcase(str(path.resolve(strict=False))) == os.path.normcase(
+        str(default.resolve(strict=False))
+    )
+    return "default" if same else "custom"

@@ -1,0 +1,980 @@
+"""The kernel's one hook engine: pluggy's registry, the kernel's order, containment.
+
+Every callback of every plugin is a pluggy ``HookImpl`` in a ``HookCaller`` of
+the kernel's plugin manager (``k.pm``): pluggy-native ``@hookimpl`` functions
+as pluggy made them, Hermes-style ``ctx.register_hook`` callbacks as impls of
+the plugin's object.  The engine keeps each caller's list in the kernel's
+order and compiles it into a :class:`Chain`: the live callbacks, adapted so
+that a call is a loop over a tuple.  Every path — ``k.invoke_hook``,
+``k.pm.hook.<name>(...)``, ``call_historic``, subsets, monitoring — runs that
+chain with the same semantics: tiers and alphabetical order, wrappers around
+the whole call, ``firstresult``, spec defaults, timeouts, and containment at
+the callback (a failing callback is logged and disabled; the call goes on).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import inspect
+import itertools
+import operator
+import sys
+import threading
+import time
+import types
+from collections.abc import Callable, Generator, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pluggy import HookCaller, HookImpl, Result
+
+from .watchdog import SharedRLock
+
+TRY_FIRST, NORMAL, TRY_LAST = 0, 1, 2
+# Callbacks declared in config.yaml (shell hooks) run after every plugin's.
+CONFIGURED = 3
+
+# Results handed back as they are, without looking for an awaitable.
+_VALUES = frozenset({str, dict, list, tuple, int, float, bool, bytes})
+_GENERATOR = types.GeneratorType
+
+
+class HookTimeout(Exception):
+    """A callback that did not return within ``plugins.hook_timeout`` seconds."""
+
+    def __init__(self, timeout: float) -> None:
+        super().__init__(f"did not return within {timeout:g} s (plugins.hook_timeout); left running")
+
+
+def propagates(exc: BaseException) -> bool:
+    """Whether ``exc`` must end the call instead of being contained as a plugin's failure.
+
+    Only two do: ``KeyboardInterrupt`` in the main thread (the user pressed
+    Ctrl-C) and an ``asyncio.CancelledError`` while the calling task is being
+    cancelled.  Everything else a plugin raises is its failure.
+    """
+    if isinstance(exc, KeyboardInterrupt):
+        return threading.current_thread() is threading.main_thread()
+    asyncio = sys.modules.get("asyncio")
+    if asyncio is not None and isinstance(exc, asyncio.CancelledError):
+        try:
+            task = asyncio.current_task()
+        except RuntimeError:
+            return False
+        return task is not None and task.cancelling() > 0
+    return False
+
+
+def safe_text(fn: Callable[[Any], str], value: Any, limit: int = 500) -> str:
+    """``fn(value)`` (``str`` or ``repr``) as a plain, bounded string; never raises for the value."""
+    try:
+        text = str.__str__(fn(value))
+    except BaseException as exc:
+        if propagates(exc):
+            raise
+        return f"<{fn.__name__}() of {type(value).__name__} failed>"
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def describe(exc: BaseException) -> str:
+    """One line for a failure: ``Type: message``; survives an ``__str__`` that raises."""
+    name = type(exc).__name__
+    if issubclass(type(exc), SystemExit):
+        return f"SystemExit({safe_text(repr, exc.code)})"
+    text = str.strip(safe_text(str, exc))
+    return f"{name}: {text}" if text else name
+
+
+def plain_text(value: Any) -> str | None:
+    """``value`` as an exact ``str`` when it is a string, else ``None``; no method of a subclass runs."""
+    if issubclass(type(value), str):
+        return str.__str__(value)
+    return None
+
+
+def context_text(value: Any) -> str | None:
+    """One ``pre_llm_call`` result as a context piece (``None`` for none): a string or ``{"context": ...}``.
+
+    Rendering a non-string context may raise; callers contain it.
+    """
+    if issubclass(type(value), dict):
+        value = dict.get(value, "context")
+        if value is None:
+            return None
+        if not issubclass(type(value), str):
+            value = str(value)
+    text = plain_text(value)
+    return text if text is not None and str.strip(text) else None
+
+
+def plugin_order(name: str) -> tuple[str, str]:
+    """The sort key of a plugin name: alphabetical ignoring case, then exact."""
+    return (name.casefold(), name)
+
+
+@dataclass(eq=False)
+class Callback:
+    """One callback of one plugin on one hook: a pluggy ``HookImpl`` and how to call it."""
+
+    plugin: str
+    hook: str
+    fn: Callable[..., Any]
+    call: Callable[..., Any]
+    impl: HookImpl
+    seq: int
+    tier: int = NORMAL
+    is_async: bool = False
+    native: bool = False
+    wrapper: str = ""  # "new" (wrapper=True), "old" (hookwrapper=True) or ""
+    error: str | None = None
+
+    @property
+    def label(self) -> str:
+        return getattr(self.fn, "__qualname__", None) or safe_text(repr, self.fn)
+
+
+@dataclass(frozen=True)
+class Chain:
+    """One hook, compiled: the live callbacks in call order and how to call them."""
+
+    calls: tuple[Callable[..., Any], ...]
+    callbacks: tuple[Callback, ...]
+    wrappers: tuple[Callback, ...]  # outermost first
+    methods: list[HookImpl]  # the caller's list when compiled (pluggy's order, disabled ones too)
+    firstresult: bool = False
+    defaults: Mapping[str, Any] | None = None
+    plain: bool = True  # no wrapper, firstresult, historic, async callback, spec default or timeout
+    history: list[Any] | None = None  # a historic hook's call history (pluggy's own list)
+
+
+@dataclass
+class Request:
+    """What a kernel-internal call wants besides the results."""
+
+    pairs: list[tuple[Callback, Any]] | None = None
+    failures: list[Callback] | None = None
+    # Fresh keyword arguments for each callback (e.g. its own copy of ``args``).
+    prepare: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+
+
+@dataclass
+class _Monitor:
+    before: Callable[..., Any]
+    after: Callable[..., Any]
+    alive: bool = field(default=True)
+
+
+_HERMES_OPTS = {
+    "wrapper": False,
+    "hookwrapper": False,
+    "optionalhook": True,  # Hermes keeps callbacks of hooks nobody specified
+    "tryfirst": False,
+    "trylast": False,
+    "specname": None,
+}
+
+
+def keyword_names(fn: Callable[..., Any]) -> frozenset[str] | None:
+    """The parameter names ``fn`` accepts by keyword; ``None`` when it takes ``**kwargs``."""
+    code = getattr(fn, "__code__", None)
+    if code is not None and inspect.isfunction(fn):
+        if code.co_flags & inspect.CO_VARKEYWORDS:
+            return None
+        end = code.co_argcount + code.co_kwonlyargcount
+        return frozenset(code.co_varnames[code.co_posonlyargcount : end])
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return None
+    return frozenset(p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
+
+
+def adapt_hermes_callback(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """What the kernel calls for ``fn``: a hook callback or a tool handler.
+
+    A function with ``**kwargs`` is called as is with every keyword argument;
+    one without receives only the keyword arguments it names (positional
+    arguments are passed through).
+    """
+    names = keyword_names(fn)
+    if names is None:
+        return fn
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return fn(*args, **{k: v for k, v in kwargs.items() if k in names})
+
+    call.__wrapped__ = fn  # type: ignore[attr-defined]
+    return call
+
+
+def adapt_pluggy_impl(impl: HookImpl) -> Callable[..., Any]:
+    """What the engine calls for a pluggy impl: pluggy 1.7's argument rules.
+
+    The impl's positional parameters are passed by position (a missing one is
+    a ``TypeError`` naming it); parameters with defaults receive the caller's
+    value when the call has one.
+    """
+    fn, names, optional = impl.function, tuple(impl.argnames), tuple(impl.kwargnames)
+    getter = operator.itemgetter(*names) if len(names) > 1 else None
+
+    def call(**kwargs: Any) -> Any:
+        try:
+            args = getter(kwargs) if getter is not None else tuple(kwargs[n] for n in names)
+        except KeyError:
+            missing = ", ".join(n for n in names if n not in kwargs)
+            raise TypeError(f"the hook call did not provide argument(s): {missing}") from None
+        if optional:
+            extra = {n: kwargs[n] for n in optional if n in kwargs}
+            if extra:
+                return fn(*args, **extra)
+        return fn(*args)
+
+    call.__wrapped__ = fn  # type: ignore[attr-defined]
+    return call
+
+
+def is_async_callable(fn: Callable[..., Any]) -> bool:
+    if inspect.iscoroutinefunction(fn):
+        return True
+    call = getattr(fn, "__call__", None)  # noqa: B004 - async __call__ of an instance
+    return call is not None and inspect.iscoroutinefunction(call)
+
+
+class HookEngine:
+    """Compiles and runs the hook callers of one kernel's plugin manager."""
+
+    def __init__(
+        self,
+        pm: Any,
+        on_failure: Callable[[Callback, BaseException], None],
+        timeout: float | None = None,
+    ) -> None:
+        self.pm = pm
+        self.timeout = timeout
+        # Chains the kernel may run with a bare loop (plain ones, while nothing monitors).
+        self.fast: dict[str, Chain] = {}
+        self.chains: dict[str, Chain] = {}
+        self.monitors: list[_Monitor] = []
+        self._by_impl: dict[HookImpl, Callback] = {}
+        self._seq = itertools.count()
+        self._lock = SharedRLock()
+        self._on_failure = on_failure
+        self._deferred: set[str] | None = None
+        self._bridge: _Bridge | None = None
+        # ``invoke_hook``: the kernel binds it as its own method.
+        self.hot = self.make_invoke()
+
+    # -- registration ------------------------------------------------------
+
+    def batch(self) -> _Batch:
+        """Compile each touched hook once, at the end, instead of after every change."""
+        return _Batch(self)
+
+    def caller(self, hook: str) -> HookCaller:
+        """The pluggy ``HookCaller`` of ``hook``, made (without a spec) if there is none."""
+        caller = getattr(self.pm.hook, hook, None)
+        if caller is None:
+            caller = HookCaller(hook, self.pm._hookexec)
+            setattr(self.pm.hook, hook, caller)
+        return caller
+
+    def add(
+        self, plugin_obj: object, plugin: str, hook: str, fn: Callable[..., Any], *, tier: int = NORMAL
+    ) -> Callback:
+        """Add a Hermes-style callback (called with keyword arguments) as an impl of ``plugin_obj``."""
+        opts = {**_HERMES_OPTS, "trylast": tier >= TRY_LAST, "tryfirst": tier == TRY_FIRST}
+        impl = HookImpl(plugin_obj, plugin, fn, opts)  # type: ignore[arg-type]
+        cb = Callback(
+            plugin=plugin,
+            hook=hook,
+            fn=fn,
+            call=adapt_hermes_callback(fn),
+            impl=impl,
+            seq=next(self._seq),
+            tier=tier,
+            is_async=is_async_callable(fn),
+        )
+        with self._lock:
+            caller = self.caller(hook)
+            self._by_impl[impl] = cb
+            caller._maybe_apply_history(impl)
+            caller._hookimpls.append(impl)
+            self._changed(hook)
+        return cb
+
+    def adopt(self, plugin_obj: object) -> list[Callback]:
+        """The callbacks of the impls pluggy registered for ``plugin_obj``."""
+        out: list[Callback] = []
+        with self._lock:
+            for caller in list(vars(self.pm.hook).values()):
+                touched = False
+                for impl in caller._hookimpls:
+                    if impl.plugin is plugin_obj:
+                        out.append(self._callback(caller.name, impl))
+                        touched = True
+                if touched:
+                    self._changed(caller.name)
+        return out
+
+    def remove(self, cb: Callback) -> None:
+        """Remove one callback (a rolled-back ``register_hook``)."""
+        with self._lock:
+            self._by_impl.pop(cb.impl, None)
+            caller = getattr(self.pm.hook, cb.hook, None)
+            if caller is not None and cb.impl in caller._hookimpls:
+                caller._hookimpls.remove(cb.impl)
+            self._changed(cb.hook)
+
+    def forget(self, plugin: str) -> None:
+        """Drop every callback of ``plugin`` (after pluggy unregistered its object)."""
+        with self._lock:
+            gone = [cb for cb in self._by_impl.values() if cb.plugin == plugin]
+            for cb in gone:
+                del self._by_impl[cb.impl]
+                caller = getattr(self.pm.hook, cb.hook, None)
+                if caller is not None and cb.impl in caller._hookimpls:
+                    caller._hookimpls.remove(cb.impl)
+            for hook in {cb.hook for cb in gone}:
+                self._changed(hook)
+
+    def callbacks(self, hook: str | None = None) -> list[Callback]:
+        """Every callback (disabled ones too), in call order."""
+        with self._lock:
+            out = [cb for cb in self._by_impl.values() if hook is None or cb.hook == hook]
+        out.sort(key=_call_order)
+        return out
+
+    def callback_of(self, impl: HookImpl) -> Callback | None:
+        return self._by_impl.get(impl)
+
+    def disable(self, cb: Callback, error: str) -> bool:
+        """Disable ``cb`` with ``error``; ``False`` when it already was."""
+        with self._lock:
+            if cb.error is not None:
+                return False
+            cb.error = error
+            if cb.impl in self._by_impl:
+                self._changed(cb.hook)
+            return True
+
+    def respecified(self, hooks: Iterable[str]) -> None:
+        """Recompile ``hooks`` after a spec was added (firstresult, defaults may change)."""
+        with self._lock:
+            for hook in hooks:
+                self._changed(hook)
+
+    def monitoring_changed(self) -> None:
+        with self._lock:
+            self.monitors = [m for m in self.monitors if m.alive]
+            self.fast.clear()
+            if not self.monitors:
+                self.fast.update({h: c for h, c in self.chains.items() if c.plain})
+
+    def _callback(self, hook: str, impl: HookImpl) -> Callback:
+        cb = self._by_impl.get(impl)
+        if cb is None:
+            wrapper = "new" if impl.wrapper else "old" if impl.hookwrapper else ""
+            tier = TRY_FIRST if impl.tryfirst else TRY_LAST if impl.trylast else NORMAL
+            cb = Callback(
+                plugin=impl.plugin_name,
+                hook=hook,
+                fn=impl.function,
+                call=adapt_pluggy_impl(impl),
+                impl=impl,
+                seq=next(self._seq),
+                tier=tier,
+                is_async=is_async_callable(impl.function),
+                native=True,
+                wrapper=wrapper,
+            )
+            if impl.plugin is not None:  # call_extra's temporary impls are not kept
+                self._by_impl[impl] = cb
+        return cb
+
+    def _changed(self, hook: str) -> None:
+        if self._deferred is not None:
+            self._deferred.add(hook)
+        else:
+            self._compile(hook)
+
+    def _compile(self, hook: str) -> None:
+        caller = getattr(self.pm.hook, hook, None)
+        if caller is None:
+            self.chains.pop(hook, None)
+            self.fast.pop(hook, None)
+            return
+        impls = caller._hookimpls
+        cbs = sorted((self._callback(hook, impl) for impl in impls), key=_call_order)
+        # pluggy's own list order (it calls in reverse): plain impls, then wrappers.
+        impls[:] = [cb.impl for cb in reversed(cbs) if not cb.wrapper] + [
+            cb.impl for cb in reversed(cbs) if cb.wrapper
+        ]
+        chain = self._chain(caller, cbs, list(impls))
+        self.chains[hook] = chain
+        if chain.plain and not self.monitors:
+            self.fast[hook] = chain
+        else:
+            self.fast.pop(hook, None)
+
+    def _chain(self, caller: HookCaller, cbs: list[Callback], methods: list[HookImpl]) -> Chain:
+        live = [cb for cb in cbs if cb.error is None and not cb.wrapper]
+        wrappers = tuple(cb for cb in cbs if cb.error is None and cb.wrapper)
+        calls: list[Callable[..., Any]] = []
+        seen: set[int] = set()
+        for cb in live:
+            # The fast path finds a failing callback by identity; keep entries unique.
+            if id(cb.call) in seen:
+                cb.call = _Distinct(cb.call)
+            seen.add(id(cb.call))
+            calls.append(cb.call)
+        spec = caller.spec
+        firstresult = bool(spec is not None and spec.opts.get("firstresult"))
+        defaults = spec.kwargdefaults if spec is not None and spec.kwargdefaults else None
+        history = caller._call_history
+        plain = not (
+            wrappers
+            or firstresult
+            or defaults
+            or history is not None
+            or self.timeout
+            or any(cb.is_async for cb in live)
+        )
+        return Chain(tuple(calls), tuple(live), wrappers, methods, firstresult, defaults, plain, history)
+
+    def _chain_for(self, hook: str, methods: list[HookImpl]) -> Chain:
+        """A chain for a pluggy call with ``methods`` other than the caller's (a subset, a replay...)."""
+        with self._lock:
+            caller = self.caller(hook)
+            cbs = sorted((self._callback(hook, impl) for impl in methods), key=_call_order)
+            return self._chain(caller, cbs, list(methods))
+
+    # -- calling -----------------------------------------------------------
+
+    def failed(self, chain: Chain, call: Callable[..., Any], exc: BaseException) -> None:
+        """The fast path's handler: contain ``exc`` raised by ``call`` of ``chain``, or re-raise it."""
+        if propagates(exc):
+            raise exc
+        for cb in chain.callbacks:
+            if cb.call is call:
+                self.fail(cb, exc)
+                return
+
+    def fail(self, cb: Callback, exc: BaseException, request: Request | None = None) -> None:
+        """Disable ``cb`` for ``exc`` and report it once."""
+        if request is not None and request.failures is not None:
+            request.failures.append(cb)
+        if self.disable(cb, describe(exc)) or cb.impl not in self._by_impl:
+            self._on_failure(cb, exc)
+
+    def settle(self, chain: Chain, call: Callable[..., Any], result: Any) -> Any:
+        """A fast-path result that is not a plain value: await it; a failure disables its callback."""
+        try:
+            if inspect.isawaitable(result):
+                return self.run_sync(result, self.timeout)
+            return result
+        except BaseException as exc:
+            self.failed(chain, call, exc)
+            return None
+
+    def invoke(self, hook: str, kwargs: dict[str, Any], request: Request | None = None) -> list[Any]:
+        """Call ``hook`` for the kernel: the results as a list (at most one for ``firstresult``)."""
+        chain = self._chain_to_call(hook, kwargs)
+        if chain is None:
+            return []
+        if self.monitors:
+            result = self._monitored(hook, chain, kwargs, chain.firstresult, request)
+        else:
+            result = self._run(chain, kwargs, chain.firstresult, request)
+        return _as_list(chain, result)
+
+    async def ainvoke(self, hook: str, kwargs: dict[str, Any], request: Request | None = None) -> list[Any]:
+        """As :meth:`invoke`, awaiting async callbacks on the running loop."""
+        chain = self._chain_to_call(hook, kwargs)
+        if chain is None:
+            return []
+        if not self.monitors:
+            return _as_list(chain, await self._arun(chain, kwargs, chain.firstresult, request))
+        befores = self._before(hook, chain.methods, kwargs)
+        try:
+            outcome = Result(await self._arun(chain, kwargs, chain.firstresult, request), None)
+        except BaseException as exc:
+            outcome = Result(None, exc)
+        self._after(befores, outcome, hook, chain.methods, kwargs)
+        return _as_list(chain, outcome.get_result())
+
+    def _chain_to_call(self, hook: str, kwargs: dict[str, Any]) -> Chain | None:
+        chain = self.chains.get(hook)
+        if chain is not None and chain.history is not None:
+            chain.history.append((kwargs, None))  # as call_historic: replayed to later plugins
+        return chain
+
+    def read(self, pairs: Iterable[tuple[Callback, Any]], reader: Callable[[Any], Any]) -> list[Any]:
+        """``reader(result)`` of each ``(callback, result)``, in order; a result whose reading
+        fails (a hostile ``__eq__``, ``__str__``...) is left out and disables its callback."""
+        out = []
+        for cb, value in pairs:
+            try:
+                out.append(reader(value))
+            except BaseException as exc:
+                if propagates(exc):
+                    raise
+                self.fail(cb, exc)
+        return out
+
+    def execute(
+        self, hook: str, methods: list[HookImpl], kwargs: Mapping[str, Any], firstresult: bool
+    ) -> Any:
+        """``k.pm``'s hook executor: what every pluggy ``HookCaller`` of the kernel calls."""
+        chain = self.chains.get(hook)
+        if chain is None or chain.methods != methods:
+            chain = self._chain_for(hook, list(methods))
+        if self.monitors:
+            return self._monitored(hook, chain, dict(kwargs), firstresult, None)
+        if chain.plain and not firstresult and self.fast.get(hook) is chain:
+            return self.hot(hook, **kwargs)
+        return self._run(chain, dict(kwargs), firstresult, None)
+
+    def make_invoke(self) -> Callable[..., list[Any]]:
+        """The hot path as one function, ``invoke_hook(hook_name, /, **kwargs)``.
+
+        A plain chain runs in a loop right there (no further call level, the
+        lookups bound once); containment costs nothing until a callback
+        raises.  Anything else — wrappers, async callbacks, firstresult,
+        monitors... — takes :meth:`invoke`.
+        """
+        fast_get, general, failed, settle = self.fast.get, self.invoke, self.failed, self.settle
+        values = _VALUES
+
+        def invoke_hook(hook_name: str, /, **kwargs: Any) -> list[Any]:
+            chain = fast_get(hook_name)
+            if chain is None:
+                return general(hook_name, kwargs)
+            results: list[Any] = []
+            append = results.append
+            for call in chain.calls:
+                try:
+                    result = call(**kwargs)
+                except BaseException as exc:
+                    failed(chain, call, exc)
+                    continue
+                if result is not None:
+                    if type(result) not in values:
+                        result = settle(chain, call, result)
+                        if result is None:
+                            continue
+                    append(result)
+            return results
+
+        return invoke_hook
+
+    def _monitored(
+        self, hook: str, chain: Chain, kwargs: dict[str, Any], firstresult: bool, request: Request | None
+    ) -> Any:
+        befores = self._before(hook, chain.methods, kwargs)
+        outcome = Result.from_call(lambda: self._run(chain, kwargs, firstresult, request))
+        self._after(befores, outcome, hook, chain.methods, kwargs)
+        return outcome.get_result()
+
+    def _before(self, hook: str, methods: list[HookImpl], kwargs: dict[str, Any]) -> list[_Monitor]:
+        # As pluggy nests them: the monitor added last is the outermost.
+        called = []
+        for monitor in reversed(list(self.monitors)):
+            if self._monitor_step(monitor, monitor.before, hook, list(methods), kwargs):
+                called.append(monitor)
+        return called
+
+    def _after(
+        self,
+        called: list[_Monitor],
+        outcome: Result[Any],
+        hook: str,
+        methods: list[HookImpl],
+        kwargs: dict[str, Any],
+    ) -> None:
+        for monitor in reversed(called):
+            self._monitor_step(monitor, monitor.after, outcome, hook, list(methods), kwargs)
+
+    def _monitor_step(self, monitor: _Monitor, fn: Callable[..., Any], *args: Any) -> bool:
+        try:
+            fn(*args)
+        except BaseException as exc:
+            if propagates(exc):
+                raise
+            monitor.alive = False
+            self.monitoring_changed()
+            fake = Callback("<monitor>", "<monitoring>", fn, fn, None, -1)  # type: ignore[arg-type]
+            self._on_failure(fake, exc)
+            return False
+        return True
+
+    def _steps(
+        self, chain: Chain, kwargs: dict[str, Any], firstresult: bool, request: Request | None
+    ) -> Generator[tuple[Callback, dict[str, Any]], tuple[bool, Any], Any]:
+        """One hook call, as a generator: it yields each impl with its arguments, the driver
+        (sync :meth:`_run` or async :meth:`_arun`) calls it and sends back ``(ok, result or
+        exception)``; the generator returns the call's outcome.  Wrappers run here."""
+        if chain.defaults:
+            kwargs = {**chain.defaults, **kwargs}
+        prepare = request.prepare if request is not None else None
+        pairs = request.pairs if request is not None else None
+        teardowns = []
+        for cb in chain.wrappers:
+            try:
+                gen = self._step(lambda cb=cb: cb.call(**(prepare(kwargs) if prepare else kwargs)))
+                if type(gen) is not _GENERATOR:
+                    raise TypeError("a wrapper must be a generator function (one yield)")
+                try:
+                    self._step(lambda gen=gen: next(gen))
+                except StopIteration:
+                    raise RuntimeError("the wrapper did not yield") from None
+            except BaseException as exc:
+                if propagates(exc):
+                    raise
+                self.fail(cb, exc, request)
+                continue
+            teardowns.append((cb, gen))
+        results: list[Any] = []
+        for cb in chain.callbacks:
+            ok, result = yield cb, prepare(kwargs) if prepare else kwargs
+            if not ok:
+                if propagates(result):
+                    raise result
+                self.fail(cb, result, request)
+                continue
+            if result is not None:
+                results.append(result)
+                if pairs is not None:
+                    pairs.append((cb, result))
+                if firstresult:
+                    break
+        outcome: Any = (results[0] if results else None) if firstresult else results
+        for cb, gen in reversed(teardowns):
+            outcome = self._teardown(cb, gen, outcome, request)
+        return outcome
+
+    def _run(self, chain: Chain, kwargs: dict[str, Any], firstresult: bool, request: Request | None) -> Any:
+        steps = self._steps(chain, kwargs, firstresult, request)
+        try:
+            cb, call_kwargs = next(steps)
+            while True:
+                try:
+                    box: tuple[bool, Any] = (True, self._call(cb, call_kwargs))
+                except BaseException as exc:
+                    box = (False, exc)
+                cb, call_kwargs = steps.send(box)
+        except StopIteration as stop:
+            return stop.value
+
+    async def _arun(
+        self, chain: Chain, kwargs: dict[str, Any], firstresult: bool, request: Request | None
+    ) -> Any:
+        steps = self._steps(chain, kwargs, firstresult, request)
+        try:
+            cb, call_kwargs = next(steps)
+            while True:
+                try:
+                    box: tuple[bool, Any] = (True, await self._acall(cb, call_kwargs))
+                except BaseException as exc:
+                    box = (False, exc)
+                cb, call_kwargs = steps.send(box)
+        except StopIteration as stop:
+            return stop.value
+
+    def _teardown(self, cb: Callback, gen: Any, outcome: Any, request: Request | None) -> Any:
+        try:
+            if cb.wrapper == "old":
+                result = Result(outcome, None)
+                try:
+                    self._step(lambda: gen.send(result))
+                except StopIteration:
+                    return result.get_result()
+            else:
+                try:
+                    self._step(lambda: gen.send(outcome))
+                except StopIteration as stop:
+                    return stop.value
+            raise RuntimeError("the wrapper yielded a second time")
+        except BaseException as exc:
+            if propagates(exc):
+                raise
+            self.fail(cb, exc, request)
+            return outcome
+        finally:
+            _close_quietly(gen)
+
+    def _call(self, cb: Callback, kwargs: dict[str, Any]) -> Any:
+        timeout = self.timeout
+        deadline = None if timeout is None else time.monotonic() + timeout
+        # An async callback only makes its coroutine here; a sync one may block: bound it.
+        result = cb.call(**kwargs) if cb.is_async else self._step(lambda: cb.call(**kwargs))
+        if result is not None and type(result) not in _VALUES and inspect.isawaitable(result):
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                _close_quietly(result)
+                raise HookTimeout(timeout or 0)
+            try:
+                result = self.run_sync(result, left)
+            except HookTimeout:
+                raise HookTimeout(timeout or 0) from None
+        return result
+
+    def _step(self, fn: Callable[[], Any]) -> Any:
+        """One step of a wrapper, bounded like a callback."""
+        if self.timeout is None:
+            return fn()
+        return in_daemon_thread(fn, self.timeout)
+
+    async def _acall(self, cb: Callback, kwargs: dict[str, Any]) -> Any:
+        import asyncio
+
+        timeout = self.timeout
+        deadline = None if timeout is None else time.monotonic() + timeout
+        result = cb.call(**kwargs) if cb.is_async else await self._aside(lambda: cb.call(**kwargs))
+        if result is not None and type(result) not in _VALUES and inspect.isawaitable(result):
+            if deadline is None:
+                return await result
+            try:
+                return await asyncio.wait_for(_as_coroutine(result), max(deadline - time.monotonic(), 0))
+            except TimeoutError:
+                raise HookTimeout(timeout or 0) from None
+        return result
+
+    async def _aside(self, fn: Callable[[], Any]) -> Any:
+        """Run a sync step off the event loop (a worker thread), so that it cannot stall it.
+
+        The outcome crosses back boxed: an exception such as ``GeneratorExit``
+        must not travel through the loop's futures, which treat some of them
+        specially.
+        """
+        import asyncio
+
+        context = contextvars.copy_context()
+
+        def boxed() -> tuple[bool, Any]:
+            try:
+                return True, context.run(fn)
+            except BaseException as exc:
+                return False, exc
+
+        if self.timeout is None:
+            ok, value = await asyncio.to_thread(boxed)
+        else:
+            loop = asyncio.get_running_loop()
+            future = loop.create_future()
+
+            def deliver(box: tuple[bool, Any]) -> None:
+                if not future.done():
+                    future.set_result(box)
+
+            def run() -> None:
+                box = boxed()
+                with contextlib.suppress(RuntimeError):  # the loop is gone; nobody waits any more
+                    loop.call_soon_threadsafe(deliver, box)
+
+            threading.Thread(target=run, name="hermes-hook", daemon=True).start()
+            try:
+                ok, value = await asyncio.wait_for(asyncio.shield(future), self.timeout)
+            except TimeoutError:
+                raise HookTimeout(self.timeout) from None
+        if ok:
+            return value
+        raise value
+
+    # -- async bridge -----------------------------------------------------------
+
+    def run_sync(self, awaitable: Any, timeout: float | None = None) -> Any:
+        """Run an awaitable to completion from synchronous code.
+
+        It runs on the kernel's own event loop, in a daemon thread of its own,
+        so that a sync call made inside a running loop does not deadlock and
+        objects a callback binds to its loop stay valid from one call to the
+        next.  Context variables of the caller are visible to it.
+        """
+        with self._lock:
+            if self._bridge is None:
+                self._bridge = _Bridge()
+            bridge = self._bridge
+        return bridge.run(awaitable, timeout)
+
+    def close(self) -> None:
+        with self._lock:
+            bridge, self._bridge = self._bridge, None
+        if bridge is not None:
+            bridge.close()
+
+
+class _Batch:
+    def __init__(self, engine: HookEngine) -> None:
+        self._engine = engine
+        self._outer = False
+
+    def __enter__(self) -> None:
+        engine = self._engine
+        engine._lock.acquire()
+        if engine._deferred is None:
+            engine._deferred = set()
+            self._outer = True
+
+    def __exit__(self, *exc: object) -> None:
+        engine = self._engine
+        try:
+            if self._outer:
+                pending, engine._deferred = engine._deferred or set(), None
+                for hook in pending:
+                    engine._compile(hook)
+        finally:
+            engine._lock.release()
+
+
+class _Distinct:
+    """A callable that only differs from ``call`` by identity (two callbacks of one function)."""
+
+    __slots__ = ("__wrapped__",)
+
+    def __init__(self, call: Callable[..., Any]) -> None:
+        self.__wrapped__ = call
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.__wrapped__(*args, **kwargs)
+
+
+class _Bridge:
+    """An event loop on a daemon thread that runs coroutines for synchronous callers."""
+
+    def __init__(self) -> None:
+        import asyncio
+
+        self._asyncio = asyncio
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self._serve, name="hermes-kernel-loop", daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        self._asyncio.set_event_loop(self.loop)
+        try:
+            self.loop.run_forever()
+        finally:
+            self._asyncio.set_event_loop(None)
+
+    def run(self, awaitable: Any, timeout: float | None) -> Any:
+        import concurrent.futures
+
+        if threading.current_thread() is self.thread or self.loop.is_closed():
+            # A sync hook call made by a coroutine on this very loop: a loop of its own.
+            box = in_daemon_thread(lambda: self._asyncio.run(_boxed(awaitable, timeout)), None)
+        else:
+            done: concurrent.futures.Future[tuple[bool, Any]] = concurrent.futures.Future()
+            context = contextvars.copy_context()
+            tasks: list[Any] = []
+
+            def start() -> None:
+                task = self.loop.create_task(_boxed(awaitable, timeout), context=context)
+                tasks.append(task)
+                task.add_done_callback(lambda t: done.set_result(_outcome(t)))
+
+            self.loop.call_soon_threadsafe(start)
+            try:
+                box = done.result(None if timeout is None else timeout + 1.0)
+            except concurrent.futures.TimeoutError:
+                self.loop.call_soon_threadsafe(lambda: tasks and tasks[0].cancel())
+                raise HookTimeout(timeout or 0) from None
+        ok, value = box
+        if ok:
+            return value
+        raise value
+
+    def close(self) -> None:
+        loop = self.loop
+        if loop.is_closed():
+            return
+
+        def stop() -> None:
+            for task in self._asyncio.all_tasks(loop):
+                task.cancel()
+            loop.stop()
+
+        try:
+            loop.call_soon_threadsafe(stop)
+        except RuntimeError:
+            return
+        self.thread.join(2.0)
+        if not self.thread.is_alive():
+            loop.close()
+
+
+def _outcome(task: Any) -> tuple[bool, Any]:
+    if task.cancelled():
+        return False, RuntimeError("the kernel shut down its event loop before the coroutine finished")
+    return task.result()
+
+
+async def _boxed(awaitable: Any, timeout: float | None) -> tuple[bool, Any]:
+    """Await ``awaitable`` (at most ``timeout`` s) and box the outcome, so no exception escapes the loop."""
+    import asyncio
+
+    try:
+        if timeout is None:
+            return True, await awaitable
+        return True, await asyncio.wait_for(_as_coroutine(awaitable), timeout)
+    except TimeoutError:
+        return False, HookTimeout(timeout or 0)
+    except BaseException as exc:
+        return False, exc
+
+
+def _as_list(chain: Chain, result: Any) -> list[Any]:
+    if chain.firstresult:
+        return [] if result is None else [result]
+    return result
+
+
+def _call_order(cb: Callback) -> tuple[int, tuple[str, str], int]:
+    if cb.impl is not None and cb.impl.plugin is None:
+        # call_extra's functions: first of the normal tier, as pluggy calls them.
+        return (NORMAL, ("", ""), cb.seq)
+    return (cb.tier, plugin_order(cb.plugin), cb.seq)
+
+
+def _close_quietly(gen: Any) -> None:
+    close = getattr(gen, "close", None)
+    if close is None:
+        return
+    try:
+        close()
+    except BaseException as exc:
+        if propagates(exc):
+            raise
+
+
+def in_daemon_thread(fn: Callable[[], Any], timeout: float | None) -> Any:
+    """Run ``fn`` on a new daemon thread and wait for it, at most ``timeout`` seconds.
+
+    A daemon thread, unlike a pool worker, never keeps the process alive at
+    exit when a plugin's code hangs in it.  The caller's context variables
+    are visible to ``fn``.
+    """
+    box: dict[str, Any] = {}
+    done = threading.Event()
+    context = contextvars.copy_context()
+
+    def run() -> None:
+        try:
+            box["result"] = context.run(fn)
+        except BaseException as exc:  # re-raised in the caller's thread
+            box["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="hermes-hook", daemon=True).start()
+    if not done.wait(timeout):
+        raise HookTimeout(timeout or 0)
+    if "error" in box:
+        raise box["error"]
+    return box.get("result")
+
+
+async def _as_coroutine(awaitable: Any) -> Any:
+    return await awaitable

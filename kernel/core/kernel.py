@@ -1,0 +1,582 @@
+"""The ``Kernel``: one instance owns plugins, hooks and the services attached to it."""
+
+from __future__ import annotations
+
+import copy
+import os
+import weakref
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from . import environ, hookspecs, state, watchdog
+from .config import load_config, read_dotenv, resolve_home, section, truthy
+from .discovery import (
+    ENTRY_POINT_GROUPS,
+    Candidate,
+    bundled_root,
+    merge_sources,
+    scan_entry_points,
+    scan_root,
+)
+from .environ import KernelEnviron
+from .hooks import Callback, HookEngine, Request, context_text, describe, plain_text, plugin_order, propagates
+from .loading import Loader, _file_dir, _gc_paused, _source_dir
+from .log import KernelLogging
+from .markers import __version__
+from .plugin_manager import KernelPluginManager, PluginError
+from .records import BLOCKED, PluginInfo, _Record
+from .services import Service, ServiceManager
+
+__all__ = ["BLOCKED", "DEFAULT_REGISTER_TIMEOUT", "Kernel", "PluginError", "PluginInfo", "merge_context"]
+
+#: Seconds a plugin's import plus its register() may take (plugins.register_timeout; 0 = no bound).
+DEFAULT_REGISTER_TIMEOUT = 30.0
+
+
+class Kernel(Loader):
+    """A plugin kernel for one agent.
+
+    ``Kernel(home=None, config=None)`` then :meth:`load`, use, :meth:`shutdown`.
+    ``home`` defaults to ``$HERMES_HOME``, else ``~/.hermes``; ``config`` is a
+    mapping deep-merged over ``<home>/config.yaml``.  ``approver`` answers
+    ``pre_tool_call`` approval requests (default, ``None``: ask on the
+    terminal, deny without one).  Nothing is imported or fired at construction
+    time: the services (``k.tools``, ``k.providers``, ``k.gateway``, ...) are
+    attached when first used (see :mod:`kernel.core.services`).
+    """
+
+    def __init__(
+        self,
+        home: str | os.PathLike[str] | None = None,
+        config: Mapping[str, Any] | None = None,
+        *,
+        approver: Callable[[Any], bool] | None = None,
+        services: list[Service] | None = None,
+    ) -> None:
+        self.home: Path = resolve_home(home)
+        self.approver = approver
+        self._config_override = copy.deepcopy(dict(config)) if config else None
+        self.config, self.problems = load_config(self.home, config)
+        self.debug = truthy(os.environ.get("HERMES_PLUGINS_DEBUG"))
+        self._namespace = self._claim_namespace()
+        self._logging = KernelLogging(self.home, self.debug, self._namespace)
+        self.log = self._logging.logger
+        for problem in self.problems:
+            self.log.warning("config_problem", detail=problem)
+
+        self._records: dict[str, _Record] = {}
+        # Module-name parts in use by this kernel's plugins, and whose they are.
+        self._slugs: dict[str, str] = {}
+        self._closed = False
+        self._lock = watchdog.SharedRLock()
+        # Locks of attached services that a loader thread borrows along with the kernel's (_each_bounded).
+        self._lendable: list[watchdog.SharedRLock] = []
+        self.pm = KernelPluginManager(self)
+        self._hooks = HookEngine(self.pm, self._on_hook_failure, timeout=self._seconds("hook_timeout", None))
+        # Each plugin's import and register() are bounded by this (see _each_bounded).
+        self._register_timeout = self._seconds("register_timeout", DEFAULT_REGISTER_TIMEOUT)
+        self.pm.engine = self._hooks
+        self._fast = self._hooks.fast
+        if type(self).invoke_hook is Kernel.invoke_hook:
+            # The hot path without the method's own call level (a subclass's override is kept).
+            self.invoke_hook = self._hooks.hot  # type: ignore[method-assign]
+            self._hooks.hot.__doc__ = Kernel.invoke_hook.__doc__
+        if type(self).pre_llm_context is Kernel.pre_llm_context:
+            self.pre_llm_context = self._context_fn()  # type: ignore[method-assign]
+            self.pre_llm_context.__doc__ = Kernel.pre_llm_context.__doc__
+        self.pm.add_hookspecs(hookspecs)
+        self._refused: list[_Record] = []
+        self._loaded = False
+        self._env_token = object()
+        #: This kernel's environment: the process's variables, then ``<home>/.env`` (see kernel.environ).
+        self.environ = KernelEnviron(self._env_token)
+        weakref.finalize(self, environ.release, self._env_token)
+        self._closers: list[tuple[str, Callable[[], None]]] = []
+        # Set once the deferred (model provider) plugins were asked for: load() then imports them all.
+        self._deferred_wanted = False
+        self._services = ServiceManager(self, services)
+
+    def __getattr__(self, name: str) -> Any:
+        # Only for names not set yet: a service's attribute attaches the service that sets it.
+        services = self.__dict__.get("_services")
+        service = services.for_attribute(name) if services is not None else None
+        if service is None:
+            raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+        services.attach(service.name)
+        try:
+            return self.__dict__[name]
+        except KeyError:
+            raise AttributeError(
+                f"service '{service.name}' ({service.module}) did not set the attribute '{name}' it declares"
+            ) from None
+
+    def service(self, name: str) -> Any:
+        """The module of service ``name``, attached to this kernel (imported on first use)."""
+        return self._services.attach(name)
+
+    @property
+    def services(self) -> list[str]:
+        """The names of the services attached to this kernel so far, in the order they were attached."""
+        return list(self._services.attached)
+
+    # -- lifecycle -------------------------------------------------------------
+
+    def load(self) -> list[PluginInfo]:
+        """Discover and register every plugin; idempotent; never raises for a bad plugin."""
+        with self._lock:
+            if self._loaded or self._closed:
+                return self.plugins
+            self._loaded = True
+            self.environ.dotenv = read_dotenv(self.home)
+            for name in environ.export(self._env_token, self.environ.dotenv):
+                self.log.warning(
+                    "env_not_exported",
+                    variable=name,
+                    reason="another kernel in this process exported it; this kernel uses its own value, "
+                    "plugins reading os.environ see the other one",
+                )
+            services = self._services
+            services.attach_declared()
+            services.hook.service_load_started(kernel=self)
+            disabled = self._disabled_names()
+            merged, refused = self._discover()
+            self._refused.extend(_Record.from_candidate(c) for c in refused)
+            with self._hooks.batch(), _gc_paused():
+                order = [merged[key] for key in sorted(merged, key=plugin_order)]
+                self._each_bounded(order, lambda cand: self._load_candidate(cand, disabled))
+                if self._deferred_wanted and any(r.deferred for r in self._records.values()):
+                    # A plugin looked a provider up while loading, before later provider plugins were
+                    # reached: those are imported now rather than never.
+                    self._load_deferred()
+            services.attach_for_hooks(self._implemented_hooks())
+            services.hook.service_load_finished(kernel=self)
+            enabled = sum(1 for r in self._records.values() if r.enabled)
+            self.log.info("plugin_discovery_complete", found=len(self._records), enabled=enabled)
+        return self.plugins
+
+    def save_plugin_state(self) -> None:
+        """Save the plugin list of this load for :meth:`cached_plugins` (the CLI does, after loading)."""
+        with self._lock:
+            if not self._loaded or self._closed:
+                return
+            if any(r.kind == "mcp-server" for r in self._records.values()):
+                # A server's health is not a file one can fingerprint: always ask it.
+                state.discard(self.home)
+                return
+            merged, refused = self._discover()
+            state.save(self.home, self._fingerprint(merged, refused), [p.to_dict() for p in self.plugins])
+
+    def cached_plugins(self) -> list[PluginInfo] | None:
+        """The plugin list saved by :meth:`save_plugin_state`, if nothing it depends on changed since.
+
+        Reads manifests but imports no plugin code; ``None`` when there is no
+        saved list or something changed (then call :meth:`load`).
+        """
+        merged, refused = self._discover()
+        saved = state.load(self.home, self._fingerprint(merged, refused))
+        if saved is None:
+            return None
+        try:
+            return [PluginInfo(**record) for record in saved]
+        except TypeError:  # saved by another version
+            return None
+
+    def _discover(self) -> tuple[dict[str, Candidate], list[Candidate]]:
+        """The winning candidate of each key, and the refused ones; reads manifests, imports nothing."""
+        return merge_sources(self._scan_sources(), self.log)
+
+    def _scan_sources(self) -> list[list[Candidate]]:
+        """Every plugin candidate of every source, source by source (bundled, user, project, entry points)."""
+        groups = [
+            scan_root(bundled_root(), "bundled", self.log),
+            scan_root(self.home / "plugins", "user", self.log),
+        ]
+        if truthy(os.environ.get("HERMES_ENABLE_PROJECT_PLUGINS")):
+            groups.append(scan_root(Path.cwd() / ".hermes" / "plugins", "project", self.log))
+        else:
+            self.log.debug("source_skipped", source="project", reason="HERMES_ENABLE_PROJECT_PLUGINS not set")
+        groups.append(scan_entry_points(self.log))
+        return groups
+
+    def _fingerprint(self, merged: dict[str, Candidate], refused: list[Candidate]) -> str:
+        """What the outcome of a load depends on, for :mod:`kernel.state`."""
+        env_names = {v.name for c in merged.values() if c.manifest for v in c.manifest.requires_env}
+        dotenv = read_dotenv(self.home)
+        present = sorted(n for n in env_names if self.environ.get(n) or dotenv.get(n))
+        candidates = [
+            (c.key, c.source, str(c.path), c.error, c.version, str(c.entry_point and c.entry_point.value))
+            for c in [*merged.values(), *refused]
+        ]
+        trees = [state.tree_signature(c.path) for c in [*merged.values(), *refused]]
+        # What makes a service join at load() (a folder of the home, a variable) changes the outcome too.
+        trees.extend(state.tree_signature(self.home / path) for path in self._services.paths())
+        service_env = [os.environ.get(n) or dotenv.get(n) for n in self._services.env_names()]
+        return state.fingerprint([__version__, self.config, present, candidates, trees, service_env])
+
+    def shutdown(self) -> None:
+        """Unregister everything and release the kernel's resources; idempotent.
+
+        Variables that :meth:`load` exported from ``<home>/.env`` are removed
+        again (unless something changed them meanwhile), or passed to another
+        live kernel whose ``.env`` sets them (see :mod:`kernel.environ`).
+        """
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            while self._closers:
+                name, close = self._closers.pop()
+                try:
+                    close()
+                except Exception as exc:
+                    error = f"{type(exc).__name__}: {exc}"
+                    self.log.warning("surface_close_failed", surface=name, error=error)
+            self._services.hook.service_shutdown(kernel=self)
+            for name in list(self._records):
+                self._drop(name)
+            environ.release(self._env_token)
+            self._hooks.close()
+            self._logging.close()
+            self._release_namespace()
+
+    def __enter__(self) -> Kernel:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    # -- plugins -----------------------------------------------------------------
+
+    @property
+    def plugins(self) -> list[PluginInfo]:
+        """Every known plugin (loaded, disabled or failed), in call order."""
+        with self._lock:
+            records = sorted(self._records.values(), key=lambda r: plugin_order(r.name))
+            return [r.info() for r in records + self._refused]
+
+    def plugin(self, name: str) -> PluginInfo:
+        """The :class:`PluginInfo` of plugin ``name``; ``KeyError`` when unknown."""
+        with self._lock:
+            record = self._records.get(name)
+            if record is None:
+                raise KeyError(f"no plugin named '{name}'")
+            return record.info()
+
+    def register(self, obj: object, name: str | None = None) -> PluginInfo:
+        """Add a plugin at run time: a module or object of ``@hookimpl`` functions,
+        and/or one with a Hermes-style ``register(ctx)``.
+
+        It takes its place in the alphabetical call order at once.  Raises
+        :class:`PluginError` (naming the plugin and the cause) when it cannot be
+        added; the kernel is then unchanged.
+        """
+        name = name or getattr(obj, "__name__", None) or type(obj).__name__
+        with self._lock:
+            self._refuse_if_closed(name)
+            if self.pm.is_blocked(name):
+                raise PluginError(f"cannot register plugin '{name}': it is blocked (k.pm.set_blocked)")
+            if name in self._records:
+                raise PluginError(f"a plugin named '{name}' is already registered; choose another name")
+            file = getattr(obj, "__file__", None)
+            record = _Record(name=name, source="runtime", path=Path(file).parent if file else None)
+            self._records[name] = record
+            error = self._activate(record, lambda: obj)
+            if error is not None:
+                del self._records[name]
+                raise PluginError(f"plugin '{name}': {error}")
+            self._added(name)
+            return record.info()
+
+    def unregister(self, name: str) -> None:
+        """Remove plugin ``name`` with everything it registered."""
+        with self._lock:
+            if name not in self._records:
+                raise KeyError(f"no plugin named '{name}'")
+            self._drop(name)
+
+    # -- hooks -------------------------------------------------------------------
+
+    @property
+    def hook_names(self) -> list[str]:
+        """Every hook with a spec: the kernel's own and those plugins added (``ctx.add_hookspecs``)."""
+        return sorted(name for name, caller in vars(self.pm.hook).items() if caller.has_spec())
+
+    def invoke_hook(self, hook_name: str, /, **kwargs: Any) -> list[Any]:
+        """Call every live callback of ``hook_name`` in plugin order; return the non-None results.
+
+        The same call as ``k.pm.hook.<hook_name>(**kwargs)``: wrappers wrap it,
+        a ``firstresult`` hook stops at (and returns a list of) the first
+        result.  A failing callback is logged and disabled; the others still
+        run.  Async callbacks are run to completion (see :meth:`ainvoke_hook`).
+        """
+        return self._hooks.hot(hook_name, **kwargs)
+
+    async def ainvoke_hook(self, hook_name: str, /, **kwargs: Any) -> list[Any]:
+        """As :meth:`invoke_hook`, for async hosts: async callbacks are awaited on the caller's
+        loop, sync ones run on a worker thread so that a blocking one does not stall the loop."""
+        return await self._hooks.ainvoke(hook_name, kwargs)
+
+    def pre_llm_context(self, **kwargs: Any) -> str:
+        """Fire ``pre_llm_call`` and merge the context pieces with blank lines, in plugin order."""
+        return self._context_fn()(**kwargs)
+
+    def _context_fn(self) -> Callable[..., str]:
+        """``pre_llm_context`` as one function, like ``invoke_hook``'s hot loop.
+
+        The loop keeps one entry per callback (``None`` for no answer or a
+        failure), so that the common case — every answer a non-blank string —
+        is checked and joined in C after it; any other answer is then read
+        with its callback known (:meth:`_context_pieces`).
+        """
+        fast_get, failed, pieces, slow = (
+            self._fast.get,
+            self._hooks.failed,
+            self._context_pieces,
+            self._slow_context,
+        )
+        strip, join = str.strip, "\n\n".join
+
+        def pre_llm_context(**kwargs: Any) -> str:
+            chain = fast_get("pre_llm_call")
+            if chain is None:
+                return slow(kwargs)
+            results: list[Any] = []
+            append = results.append
+            for call in chain.calls:
+                try:
+                    append(call(**kwargs))
+                except BaseException as exc:
+                    failed(chain, call, exc)
+                    append(None)
+            try:
+                # str.strip, a C method, runs no method of a str subclass; anything else is a TypeError.
+                if all(map(strip, results)):
+                    return join(results)
+            except TypeError:
+                pass
+            return join(pieces(chain, results))
+
+        return pre_llm_context
+
+    def _context_pieces(self, chain: Any, results: list[Any]) -> list[str]:
+        """The context pieces of a fast-path call's answers (one per callback), in order."""
+        out = []
+        for call, result in zip(chain.calls, results, strict=True):
+            if result is None:
+                continue
+            if type(result) is not str:
+                result = self._context_piece(chain, call, result)
+                if result is None:
+                    continue
+            if str.strip(result):
+                out.append(result)
+        return out
+
+    def _slow_context(self, kwargs: dict[str, Any]) -> str:
+        request = Request(pairs=[])
+        self._hooks.invoke("pre_llm_call", kwargs, request)
+        return self._merge_pairs(request.pairs or [])
+
+    async def apre_llm_context(self, **kwargs: Any) -> str:
+        """As :meth:`pre_llm_context`, awaiting async callbacks on the caller's loop."""
+        request = Request(pairs=[])
+        await self._hooks.ainvoke("pre_llm_call", kwargs, request)
+        return self._merge_pairs(request.pairs or [])
+
+    def _context_piece(self, chain: Any, call: Any, result: Any) -> str | None:
+        """A ``pre_llm_call`` result that is not a plain string, as one (``None`` to leave it out)."""
+        result = self._hooks.settle(chain, call, result)
+        try:
+            return context_text(result)
+        except BaseException as exc:
+            self._hooks.failed(chain, call, exc)
+            return None
+
+    def _merge_pairs(self, pairs: list[tuple[Callback, Any]]) -> str:
+        return merge_context([p for p in self._hooks.read(pairs, context_text) if p is not None])
+
+    def hook_callbacks(self, hook_name: str) -> list[Callback]:
+        """The callbacks of ``hook_name`` (disabled ones too), in call order."""
+        return self._hooks.callbacks(hook_name)
+
+    def _hook_results(self, hook_name: str, kwargs: dict[str, Any]) -> list[tuple[Callback, Any]]:
+        """``(callback, result)`` for each non-None result, for a caller that reads the results itself."""
+        request = Request(pairs=[])
+        self._hooks.invoke(hook_name, kwargs, request)
+        return request.pairs or []
+
+    def _first_text(self, hook_name: str, kwargs: dict[str, Any], allow_empty: bool = False) -> str | None:
+        """The first string result of a ``transform_*`` hook (``None`` when there is none).
+
+        A result that is not a string is ignored; one whose reading fails
+        disables its callback.
+        """
+        for text in self._hooks.read(self._hook_results(hook_name, kwargs), plain_text):
+            if text or (allow_empty and text is not None):
+                return text
+        return None
+
+    # -- internals: loading ------------------------------------------------------
+
+    def _seconds(self, key: str, default: float | None) -> float | None:
+        """``plugins.<key>``: a number of seconds, ``0`` for none; ``default`` when absent or invalid."""
+        value = section(self.config, "plugins", key)
+        if value is None:
+            return default
+        if value == 0 and not isinstance(value, bool):
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+            shown = "none" if default is None else f"{default:g} s"
+            self._config_problem(
+                f"config.yaml: 'plugins.{key}' must be a number of seconds (0 = none), "
+                f"not {value!r}; using {shown}"
+            )
+            return default
+        return float(value)
+
+    def _implemented_hooks(self) -> set[str]:
+        """The hooks that have a live callback now."""
+        return {hook for hook, chain in self._hooks.chains.items() if chain.callbacks}
+
+    def _added(self, name: str) -> None:
+        """Plugin ``name`` joined after :meth:`load`: the services it needs join, and all are told."""
+        self._services.attach_for_hooks(self._implemented_hooks())
+        self._services.hook.service_plugin_added(kernel=self, name=name)
+
+    def _config_problem(self, problem: str) -> None:
+        self.problems.append(problem)
+        self.log.warning("config_problem", detail=problem)
+
+    def _disabled_names(self) -> set[str]:
+        value = section(self.config, "plugins", "disabled")
+        if value is None:
+            return set()
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            self._config_problem("config.yaml: 'plugins.disabled' must be a list of plugin names; ignored")
+            return set()
+        return set(value)
+
+    # -- internals: k.pm -------------------------------------------------------
+
+    def _refuse_if_closed(self, name: str) -> None:
+        if self._closed:
+            raise PluginError(f"cannot register plugin '{name}': this kernel has been shut down")
+
+    def _register_pluggy(self, obj: Any, name: str) -> str:
+        """``k.pm.register(obj, name)``: a pluggy plugin, recorded like any other."""
+        with self._lock:
+            self._refuse_if_closed(name)
+            existing = self._records.get(name)
+            if existing is not None:
+                raise PluginError(
+                    f"Plugin name already registered: {name} (a plugin from {existing.source}); "
+                    "choose another"
+                )
+            record = _Record(name=name, source="pluggy", path=_source_dir(obj) or _file_dir(obj))
+            self._records[name] = record
+            try:
+                self.pm._register_object(obj, name, scan=True)
+            except BaseException:
+                del self._records[name]
+                raise
+            record.obj = obj
+            record.enabled = True
+            record.callbacks = self._hooks.adopt(obj)
+            self._note_unknown_hooks(record)
+            if self._loaded:
+                self._added(name)
+            return name
+
+    def _unregister_pluggy(self, name: str) -> None:
+        """``k.pm.unregister``: the plugin goes with everything it registered."""
+        with self._lock:
+            if name in self._records:
+                self._drop(name)
+
+    def _block(self, name: str) -> None:
+        """``k.pm.set_blocked(name)``: unload it if loaded; listed as blocked; never loaded later."""
+        with self._lock:
+            record = self._records.get(name)
+            if record is None:
+                return
+            self._unload(record)
+            record.enabled = False
+            record.deferred = False
+            record.error = BLOCKED
+
+    def _forget_blocked(self, name: str) -> None:
+        """``k.pm.unblock(name)``: the record that said "blocked" goes; the name is free again."""
+        with self._lock:
+            record = self._records.get(name)
+            if record is not None and record.error == BLOCKED:
+                del self._records[name]
+
+    def _load_entry_point_group(self, group: str, name: str | None) -> int | None:
+        """``k.pm.load_setuptools_entrypoints`` for a Hermes group; ``None`` for any other group."""
+        if group not in ENTRY_POINT_GROUPS:
+            return None
+        with self._lock:
+            self._refuse_if_closed(name or group)
+            count = 0
+            disabled = self._disabled_names()
+            wanted = [
+                cand
+                for cand in scan_entry_points(self.log, groups=(group,))
+                if (name is None or cand.key == name)
+                and cand.key not in self._records
+                and not self.pm.is_blocked(cand.key)
+            ]
+
+            def load_one(cand: Candidate) -> None:
+                nonlocal count
+                self._load_candidate(cand, disabled)
+                record = self._records[cand.key]
+                if record.enabled:
+                    count += 1
+                    dist = getattr(cand.entry_point, "dist", None)
+                    if dist is not None and record.obj is not None:
+                        self.pm._plugin_distinfo.append((record.obj, dist))
+
+            with self._hooks.batch():
+                self._each_bounded(wanted, load_one)
+            if self._loaded:
+                for cand_name in [r.name for r in self._records.values() if r.enabled]:
+                    self._added(cand_name)
+            return count
+
+    # -- internals: failures and gates -----------------------------------------
+
+    def _on_hook_failure(self, cb: Callback, exc: BaseException) -> None:
+        fields = {"plugin": cb.plugin, "hook": cb.hook, "error": cb.error or describe(exc)}
+        action = "callback disabled for the life of this kernel"
+        try:
+            self.log.warning(
+                "hook_failed",
+                **fields,
+                callback=cb.label,
+                action=action,
+                exc_info=exc if self.debug else None,
+            )
+        except BaseException as log_exc:
+            if propagates(log_exc):
+                raise
+            # An exception that even the traceback renderer cannot print.
+            self.log.warning("hook_failed", **fields, action=action)
+
+    def _note_failure(self, plugin: str, problem: str) -> None:
+        """Record a run-time failure of ``plugin`` (e.g. an event receiver) once, for the listings."""
+        record = self._records.get(plugin)
+        if record is not None and problem not in record.warnings and len(record.warnings) < 50:
+            record.warnings.append(problem)
+
+
+def merge_context(results: list[Any]) -> str:
+    """Join ``pre_llm_call`` results: non-blank strings and ``{"context": ...}`` values."""
+    try:
+        # The common case, checked in C: every result is a non-blank string.
+        if all(map(str.strip, results)):
+            return "\n\n".join(results)
+    except TypeError:  # a result that is not a string
+        pass
+    return "\n\n".join(piece for piece in map(context_text, results) if piece is not None)

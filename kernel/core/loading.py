@@ -1,0 +1,536 @@
+"""Loading plugins: import, ``register()``, roll-back and unloading (the :class:`Loader` half of the kernel).
+
+:class:`~kernel.core.kernel.Kernel` inherits these; they touch only the
+core's own state (records, ``k.pm``, the hook engine) and tell the attached
+services what happened through the service hooks (:mod:`kernel.core.services`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import importlib
+import importlib.util
+import inspect
+import sys
+import threading
+import types
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+
+from . import watchdog
+from .context import PluginContext, loading
+from .discovery import Candidate
+from .hooks import describe, plugin_order, propagates, safe_text
+from .markers import PROJECT_NAME
+from .plugin_manager import PluginError, PluginHandle
+from .records import BLOCKED, SOURCE_RANK, SurfaceError, _Record
+
+if TYPE_CHECKING:
+    pass
+
+T = TypeVar("T")
+
+
+class Loader:
+    """The loading half of :class:`~kernel.core.kernel.Kernel` (a mixin; see there for the state)."""
+
+    _namespaces_in_use: ClassVar[set[str]] = set()
+    _namespace_lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def _load_candidate(self, cand: Candidate, disabled: set[str]) -> None:
+        existing = self._records.get(cand.key)
+        if existing is not None:
+            # Registered on k.pm before load() (or loaded from its entry point already): adopted once.
+            existing.path = existing.path or cand.path
+            existing.version = existing.version or cand.version
+            existing.description = existing.description or cand.description
+            self.log.debug("plugin_adopted", plugin=cand.key, source=existing.source, found_in=cand.source)
+            return
+        record = _Record.from_candidate(cand)
+        self._records[record.name] = record
+        manifest = record.manifest
+        self.log.debug(
+            "plugin_found",
+            key=record.name,
+            name=manifest.name if manifest else record.name,
+            kind=record.kind,
+            source=record.source,
+            path=cand.where,
+        )
+        for warning in record.warnings:
+            self.log.warning("manifest_warning", plugin=record.name, detail=warning)
+        if manifest is not None and manifest.extra:
+            self.log.debug("manifest_unknown_fields", plugin=record.name, fields=sorted(manifest.extra))
+        if record.error is not None:
+            self.log.warning("plugin_invalid", plugin=record.name, error=record.error)
+            return
+        if self.pm.is_blocked(record.name):
+            record.error = BLOCKED
+            self.log.debug("skip", plugin=record.name, reason=record.error)
+            return
+        if record.name in disabled or (manifest is not None and manifest.name in disabled):
+            record.error = "disabled via config (plugins.disabled)"
+            self.log.debug("skip", plugin=record.name, reason=record.error)
+            return
+        if manifest is not None:
+            missing = [v.name for v in manifest.requires_env if not self.environ.get(v.name)]
+            if missing:
+                record.error = f"Plugin {record.name} disabled (missing: {', '.join(missing)})"
+                self.log.warning("plugin_missing_env", plugin=record.name, missing=missing)
+                return
+        if record.is_model_provider:
+            # Imported on the first provider lookup (k.providers), not at start-up.
+            record.enabled = True
+            record.deferred = True
+            self.log.debug(
+                "plugin_deferred", plugin=record.name, reason="model provider: loaded on first lookup"
+            )
+            return
+        if cand.entry_point is not None:
+            entry_point = cand.entry_point
+            self._activate(record, entry_point.load)
+        else:
+            self._activate(record, lambda: self._import_directory(record))
+
+    def _activate(self, record: _Record, load_target: Any) -> str | None:
+        """Import and register one plugin; on any failure roll back and return the error.
+
+        On a loader thread (see :meth:`_each_bounded`) the plugin may be given
+        up while it runs; then nothing here touches the kernel any more.
+        """
+        with watchdog.settled() as live:
+            if not live:
+                return "given up (plugins.register_timeout)"
+        activation = _Activation(record, PluginContext(self, record))
+        ctx = activation.ctx
+        with watchdog.working(activation):
+            try:
+                # Its object in k.pm until the import tells whether it has one of its own.
+                record.obj = PluginHandle(record.name)
+                self.pm._register_object(record.obj, record.name, scan=False)
+                # Hermes-style module-level calls (providers.register_provider,
+                # tools.registry.registry, ...) made while it loads are its own.
+                entry_point = record.entry_point
+                preloaded = entry_point is not None and entry_point.module in sys.modules
+                with loading(ctx):
+                    target = load_target()
+                    if preloaded and self._registers_on_import(target):
+                        # Imported by an earlier kernel: what it registered on import went there.
+                        target = importlib.reload(target)
+                    if record.path is None:
+                        record.path = _source_dir(target)
+                    activation.phase = "register"
+                    self._register_target(record, target, ctx)
+            except BaseException as exc:
+                with watchdog.settled() as live:
+                    if not live:
+                        return record.error
+                    ctx._rollback()
+                    self._release(record)
+                    if record.module_name:
+                        _evict_modules(record.module_name)
+                    if propagates(exc):
+                        raise
+                    record.error = _load_error(activation.phase, exc)
+                    record.enabled = False
+                    self.log.warning(
+                        "plugin_load_failed",
+                        plugin=record.name,
+                        error=record.error,
+                        exc_info=self.debug or None,
+                    )
+                    return record.error
+            with watchdog.settled() as live:
+                if not live:
+                    return record.error
+                record.enabled = True
+                record.error = None
+                self._check_declarations(record)
+                self.log.debug(
+                    "plugin_registered",
+                    plugin=record.name,
+                    tools=list(record.tools),
+                    hooks=list(dict.fromkeys(cb.hook for cb in record.callbacks)),
+                    commands=list(record.commands),
+                )
+        return None
+
+    def _each_bounded(self, items: Iterable[T], fn: Callable[[T], None]) -> None:
+        """``fn(item)`` for each item (plugins to load), each bounded by ``plugins.register_timeout``.
+
+        They run on a loader thread that borrows the kernel's locks; one that
+        overruns is given up (:meth:`_give_up`) and the next go on.
+        """
+        locks = (self._lock, self._hooks._lock, *self._lendable)
+        watchdog.run_each(items, fn, timeout=self._register_timeout, on_overran=self._give_up, lend=locks)
+
+    def _give_up(self, item: Any, stack: list[Any]) -> None:
+        """A load that overran: each plugin it was activating (innermost first) is failed and undone,
+        dead first so that its context refuses from now on; its code may go on running."""
+        if not stack:
+            self.log.warning("plugin_load_overran", item=describe(item), timeout=self._register_timeout)
+        for activation in reversed(stack):
+            record = activation.record
+            self._release(record)
+            activation.ctx._rollback()
+            if record.module_name:
+                _evict_modules(record.module_name)
+            what = "its import" if activation.phase == "import" else "register()"
+            record.error = (
+                f"{what} did not return within {self._register_timeout:g} s (plugins.register_timeout); "
+                "not loaded — its code may still be running in the background: fix the plugin, or raise "
+                "the timeout in config.yaml"
+            )
+            record.enabled = False
+            self.log.warning("plugin_load_failed", plugin=record.name, error=record.error)
+
+    def _register_target(self, record: _Record, target: Any, ctx: PluginContext) -> None:
+        if inspect.isclass(target):
+            # A provider class, usually: a service that knows the kind takes it.
+            self._services.attach_answering("service_register_object")
+            if not self._services.hook.service_register_object(kernel=self, record=record, target=target):
+                raise PluginError(
+                    f"the entry point names the class {target.__module__}.{target.__qualname__}, which is "
+                    "not a provider the kernel knows (MemoryProvider, ContextEngine, ImageGenProvider, "
+                    "...); point it at a register(ctx) function instead"
+                )
+            return
+        if inspect.isfunction(target) or inspect.ismethod(target):
+            register, native = target, False
+        else:
+            register = getattr(target, "register", None)
+            register = register if callable(register) else None
+            native = self._has_hookimpls(target)
+        if register is None and not native:
+            if record.is_model_provider or self._registered_anything(record):
+                # A module that registered itself when imported (Hermes allows it).
+                self.log.debug("plugin_self_registered", plugin=record.name)
+                self._take_object(record, target, scan=False)
+                return
+            where = getattr(target, "__file__", None) or (
+                record.path / "__init__.py" if record.path else repr(target)
+            )
+            raise PluginError(f"no register(ctx) function and no @hookimpl functions in {where}")
+        if register is not None:
+            _call_register(register, ctx, self._hooks.run_sync)
+        if not (inspect.isfunction(target) or inspect.ismethod(target)):
+            self._take_object(record, target, scan=native)
+
+    def _take_object(self, record: _Record, target: Any, *, scan: bool) -> None:
+        """Make ``target`` (the plugin's module or object) its object in ``k.pm``, with its ``@hookimpl``s.
+
+        The callbacks it registered meanwhile move from its handle to it.  A
+        module that is another plugin's object already keeps the handle.
+        """
+        pm, handle = self.pm, record.obj
+        if target is handle:
+            return
+        del pm._name2plugin[record.name]
+        try:
+            pm._register_object(target, record.name, scan)
+        except ValueError:  # the object is another plugin's already
+            pm._name2plugin[record.name] = handle
+            if scan:
+                raise
+            return
+        except BaseException:
+            pm._name2plugin[record.name] = handle
+            raise
+        record.obj = target
+        for cb in record.callbacks:
+            if cb.impl.plugin is handle:
+                cb.impl.plugin = target  # type: ignore[misc]
+        if scan:
+            known = set(record.callbacks)
+            record.callbacks.extend(cb for cb in self._hooks.adopt(target) if cb not in known)
+            self._note_unknown_hooks(record)
+
+    def _note_unknown_hooks(self, record: _Record) -> None:
+        for cb in record.callbacks:
+            caller = getattr(self.pm.hook, cb.hook, None)
+            if cb.native and not cb.impl.optionalhook and (caller is None or not caller.has_spec()):
+                warning = f"hook '{cb.hook}' is not defined by the kernel (kept)"
+                if warning not in record.warnings:
+                    record.warnings.append(warning)
+
+    def _hooks_specified(self, names: list[str]) -> None:
+        """Hooks that just got a spec: earlier "not defined" warnings about them no longer hold."""
+        stale = tuple(f"hook '{name}' is not defined" for name in names)
+        for record in self._records.values():
+            record.warnings[:] = [w for w in record.warnings if not w.startswith(stale)]
+
+    def _add_surface(
+        self,
+        name: str,
+        kind: str,
+        setup: Callable[[PluginContext], None],
+        *,
+        source: str = "config",
+        path: Path | None = None,
+        description: str = "",
+        close: Callable[[], None] | None = None,
+    ) -> _Record:
+        """Add a surface record (see :mod:`kernel.surfaces`): ``setup(ctx)`` registers what it offers.
+
+        It is listed with the plugins and isolated like one: a ``setup`` that
+        raises leaves the record with its error and nothing registered.
+        ``close`` runs at shutdown, before the record is dropped.
+        """
+        with self._lock:
+            if name in self._records:
+                raise PluginError(f"'{name}' is already used by a plugin from {self._records[name].source}")
+            record = _Record(name=name, source=source, path=path, kind=kind, description=description)
+            self._records[name] = record
+            if close is not None:
+                self._closers.append((name, close))
+            self._activate(record, lambda: setup)
+            return record
+
+    def _registers_on_import(self, target: Any) -> bool:
+        """A module that has neither ``register`` nor hookimpls: it can only register as it is imported."""
+        return (
+            inspect.ismodule(target)
+            and not callable(getattr(target, "register", None))
+            and not self._has_hookimpls(target)
+        )
+
+    def _registered_anything(self, record: _Record) -> bool:
+        return bool(
+            record.tools
+            or record.callbacks
+            or record.commands
+            or record.skills
+            or record.cli_commands
+            or record.middleware
+            or record.platforms
+            or any(self._services.hook.service_plugin_owns(kernel=self, record=record))
+        )
+
+    def _has_hookimpls(self, obj: Any) -> bool:
+        if inspect.ismodule(obj):
+            # pluggy's marker is an attribute on the function; skip the
+            # per-attribute parse for modules that carry none.
+            marker = f"{PROJECT_NAME}_impl"
+            if not any(hasattr(value, marker) for value in vars(obj).values() if callable(value)):
+                return False
+        for attr in dir(obj):
+            try:
+                if self.pm.parse_hookimpl_opts(obj, attr) is not None:
+                    return True
+            except Exception:  # noqa: S112 - an attribute that cannot be read is not a hookimpl
+                continue
+        return False
+
+    def _import_directory(self, record: _Record) -> types.ModuleType:
+        assert record.path is not None
+        init = record.path / "__init__.py"
+        namespace = self._ensure_namespace_module()
+        self._claim_slug(record)
+        module_name = f"{self._namespace}.{record.slug}"
+        spec = importlib.util.spec_from_file_location(
+            module_name, init, submodule_search_locations=[str(record.path)]
+        )
+        if spec is None or spec.loader is None:
+            raise PluginError(f"cannot import {init}")
+        module = importlib.util.module_from_spec(spec)
+        record.module_name = module_name
+        sys.modules[module_name] = module
+        spec.loader.exec_module(module)
+        setattr(namespace, record.slug, module)
+        return module
+
+    def _claim_slug(self, record: _Record) -> None:
+        """Give ``record`` a module name of its own: names that slug alike (``dash-x``, ``dash_x``,
+        ``dash.x``) get ``_2``, ``_3``... in load order, so no plugin runs another's module."""
+        if record.claimed_slug is not None:
+            return
+        base = record.slug
+        slug, n = base, 1
+        while self._slugs.get(slug, record.name) != record.name:
+            n += 1
+            slug = f"{base}_{n}"
+        self._slugs[slug] = record.name
+        record.claimed_slug = slug
+
+    def _check_declarations(self, record: _Record) -> None:
+        manifest = record.manifest
+        if manifest is None or manifest.path is None:
+            return
+        undeclared_tools = [t for t in record.tools if t not in manifest.provides_tools]
+        if undeclared_tools:
+            record.warnings.append(
+                f"registers tool(s) not in provides_tools of {manifest.path}: {', '.join(undeclared_tools)}"
+            )
+        hooks = dict.fromkeys(cb.hook for cb in record.callbacks)
+        undeclared_hooks = [h for h in hooks if h not in manifest.provides_hooks]
+        if undeclared_hooks:
+            record.warnings.append(
+                f"registers hook(s) not in provides_hooks of {manifest.path}: {', '.join(undeclared_hooks)}"
+            )
+        if undeclared_tools or undeclared_hooks:
+            self.log.warning(
+                "manifest_drift", plugin=record.name, tools=undeclared_tools, hooks=undeclared_hooks
+            )
+
+    def _load_deferred(self) -> None:
+        """Import the deferred (model provider) plugins: bundled first, so that user ones override."""
+        self._deferred_wanted = True
+        self.load()
+        with self._lock:
+            deferred = [r for r in self._records.values() if r.deferred]
+            deferred.sort(key=lambda r: (SOURCE_RANK.get(r.source, 4), plugin_order(r.name)))
+
+            def load_one(record: _Record) -> None:
+                record.deferred = False
+                if record.entry_point is not None:
+                    error = self._activate(record, record.entry_point.load)
+                else:
+                    error = self._activate(record, lambda: self._import_directory(record))
+                if error is None:
+                    self._services.hook.service_plugin_added(kernel=self, name=record.name)
+
+            self._each_bounded(deferred, load_one)
+
+    def _plugin_submodule(self, plugin: str, name: str) -> types.ModuleType | None:
+        """Import ``<plugin package>.<name>`` (e.g. a memory provider's ``cli.py``), or ``None``."""
+        record = self._records.get(plugin)
+        if record is None or record.module_name is None or record.path is None:
+            return None
+        if not (record.path / f"{name}.py").is_file():
+            return None
+        try:
+            return importlib.import_module(f"{record.module_name}.{name}")
+        except Exception as exc:
+            self.log.warning(
+                "plugin_submodule_failed", plugin=plugin, module=name, error=f"{type(exc).__name__}: {exc}"
+            )
+            return None
+
+    def _release(self, record: _Record) -> None:
+        """Take ``record``'s object out of ``k.pm``, with every callback it had."""
+        if record.obj is not None:
+            self.pm._unregister_object(record.obj)
+            record.obj = None
+        self._hooks.forget(record.name)
+        record.callbacks.clear()
+
+    def _drop(self, name: str) -> None:
+        record = self._records.pop(name, None)
+        if record is not None:
+            self._unload(record)
+            if record.claimed_slug is not None and self._slugs.get(record.claimed_slug) == name:
+                del self._slugs[record.claimed_slug]
+
+    def _unload(self, record: _Record) -> None:
+        """Remove everything ``record`` registered; the record itself stays as it is."""
+        self._release(record)
+        self._services.hook.service_plugin_unloaded(kernel=self, record=record)
+        for registered in (
+            record.tools,
+            record.commands,
+            record.cli_commands,
+            record.skills,
+            record.middleware,
+            record.platforms,
+        ):
+            registered.clear()
+        if record.module_name:
+            _evict_modules(record.module_name)
+
+    def _claim_namespace(self) -> str:
+        with self._namespace_lock:
+            base, n = "hermes_plugins", 1
+            name = base
+            while name in self._namespaces_in_use:
+                n += 1
+                name = f"{base}_{n}"
+            self._namespaces_in_use.add(name)
+            return name
+
+    def _release_namespace(self) -> None:
+        with self._namespace_lock:
+            self._namespaces_in_use.discard(self._namespace)
+        sys.modules.pop(self._namespace, None)
+
+    def _ensure_namespace_module(self) -> types.ModuleType:
+        module = sys.modules.get(self._namespace)
+        if module is None:
+            module = types.ModuleType(self._namespace, "Directory plugins loaded by hermes-kernel.")
+            module.__path__ = []
+            sys.modules[self._namespace] = module
+        return module
+
+
+def _file_dir(obj: Any) -> Path | None:
+    file = getattr(obj, "__file__", None)
+    return Path(file).parent if isinstance(file, str) else None
+
+
+def _source_dir(target: Any) -> Path | None:
+    """The folder of the file that defines ``target`` (a module, function or class), if it has one."""
+    if not (inspect.ismodule(target) or inspect.isfunction(target) or inspect.isclass(target)):
+        return None
+    try:
+        return Path(inspect.getfile(target)).parent
+    except (TypeError, OSError):
+        return None
+
+
+def _call_register(register: Any, ctx: PluginContext, run_sync: Any) -> None:
+    code = getattr(register, "__code__", None)
+    if code is not None and inspect.isfunction(register):
+        takes_args = bool(code.co_argcount or code.co_kwonlyargcount or code.co_flags & inspect.CO_VARARGS)
+    else:
+        try:
+            takes_args = bool(inspect.signature(register).parameters)
+        except (TypeError, ValueError):
+            takes_args = True
+    result = register(ctx) if takes_args else register()
+    if inspect.isawaitable(result):
+        run_sync(result)
+
+
+class _Activation:
+    """A plugin being imported and registered: its record, its context, and how far it got."""
+
+    __slots__ = ("ctx", "phase", "record")
+
+    def __init__(self, record: _Record, ctx: PluginContext) -> None:
+        self.record, self.ctx, self.phase = record, ctx, "import"
+
+
+def _load_error(phase: str, exc: BaseException) -> str:
+    if isinstance(exc, SurfaceError):
+        return safe_text(str, exc)
+    if isinstance(exc, SyntaxError):
+        detail = f"SyntaxError: {exc.msg} ({exc.filename}, line {exc.lineno})"
+    else:
+        detail = describe(exc)
+    if phase == "import":
+        return f"import failed: {detail}"
+    return f"register() failed: {detail}"
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Defer cyclic garbage collection while plugins load.
+
+    Importing hundreds of modules creates many long-lived objects; letting
+    the collector walk them again and again costs about a quarter of the
+    load time.  Collection resumes (if it was on) as soon as loading ends.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _evict_modules(module_name: str) -> None:
+    prefix = module_name + "."
+    for name in [n for n in sys.modules if n == module_name or n.startswith(prefix)]:
+        sys.modules.pop(name, None)

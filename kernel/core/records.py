@@ -1,0 +1,141 @@
+"""What the kernel knows of each plugin: :class:`PluginInfo` (public data) and its mutable record."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .discovery import Candidate
+from .hooks import Callback
+from .manifest import Manifest
+
+#: The order in which sources are loaded where it matters (deferred model providers: bundled first).
+SOURCE_RANK = {"bundled": 0, "user": 1, "project": 2, "entrypoint": 3, "runtime": 4, "pluggy": 4}
+#: The error of a plugin whose name is blocked on k.pm.
+BLOCKED = "blocked (k.pm.set_blocked): nothing of it is loaded"
+
+
+class SurfaceError(Exception):
+    """A surface (a pseudo-plugin from config) that cannot be set up; the message is shown as is
+    (it names the file and the fix)."""
+
+
+@dataclass(frozen=True)
+class PluginInfo:
+    """What the kernel knows of one plugin (plain data, safe to serialise)."""
+
+    name: str
+    version: str
+    kind: str
+    source: str
+    path: str | None
+    enabled: bool
+    error: str | None
+    tools: list[str]
+    hooks: list[str]
+    commands: list[str]
+    disabled_hooks: list[str]
+    description: str = ""
+    warnings: list[str] = field(default_factory=list)
+    hook_errors: dict[str, str] = field(default_factory=dict)
+    overrides: list[str] = field(default_factory=list)
+    cli_commands: list[str] = field(default_factory=list)
+    skills: list[str] = field(default_factory=list)
+    deferred: bool = False
+    middleware: list[str] = field(default_factory=list)
+    platforms: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(eq=False)
+class _Record:
+    """The kernel's mutable state for one plugin."""
+
+    name: str
+    source: str
+    path: Path | None = None
+    manifest: Manifest | None = None
+    version: str = ""
+    kind: str = "standalone"
+    description: str = ""
+    enabled: bool = False
+    error: str | None = None
+    tools: list[str] = field(default_factory=list)
+    commands: list[str] = field(default_factory=list)
+    cli_commands: list[str] = field(default_factory=list)
+    skills: list[str] = field(default_factory=list)
+    middleware: list[str] = field(default_factory=list)
+    platforms: list[str] = field(default_factory=list)
+    callbacks: list[Callback] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    overrides: list[str] = field(default_factory=list)
+    module_name: str | None = None
+    # The object registered for this plugin in ``k.pm`` while it is active.
+    obj: Any = None
+    deferred: bool = False
+    entry_point: Any = None
+
+    @property
+    def is_model_provider(self) -> bool:
+        """A model provider plugin: imported on the first provider lookup, may self-register."""
+        return self.kind == "model-provider" or self.name.startswith("model-providers/")
+
+    # The module-name part the kernel gave it (unique in its kernel); see :meth:`Kernel._claim_slug`.
+    claimed_slug: str | None = None
+
+    @property
+    def slug(self) -> str:
+        if self.claimed_slug is not None:
+            return self.claimed_slug
+        slug = re.sub(r"\W", "_", self.name.replace("/", "__").replace("-", "_"))
+        return f"_{slug}" if slug[:1].isdigit() else slug
+
+    @classmethod
+    def from_candidate(cls, cand: Candidate) -> _Record:
+        manifest = cand.manifest
+        return cls(
+            name=cand.key,
+            source=cand.source,
+            path=cand.path,
+            manifest=manifest,
+            version=cand.version,
+            kind=manifest.kind if manifest else (cand.kind or "standalone"),
+            description=cand.description,
+            error=cand.error,
+            overrides=list(cand.overrides),
+            warnings=list(manifest.warnings) if manifest else [],
+            entry_point=cand.entry_point,
+        )
+
+    def info(self) -> PluginInfo:
+        hooks = list(dict.fromkeys(cb.hook for cb in self.callbacks))
+        hook_errors: dict[str, str] = {}
+        for cb in self.callbacks:
+            if cb.error is not None:
+                hook_errors.setdefault(cb.hook, cb.error)
+        return PluginInfo(
+            name=self.name,
+            version=self.version,
+            kind=self.kind,
+            source=self.source,
+            path=str(self.path) if self.path is not None else None,
+            enabled=self.enabled,
+            error=self.error,
+            tools=list(self.tools),
+            hooks=hooks,
+            commands=list(self.commands),
+            disabled_hooks=list(hook_errors),
+            description=self.description,
+            warnings=list(self.warnings),
+            hook_errors=hook_errors,
+            overrides=list(self.overrides),
+            cli_commands=list(self.cli_commands),
+            skills=list(self.skills),
+            deferred=self.deferred,
+            middleware=list(self.middleware),
+            platforms=list(self.platforms),
+        )

@@ -1,0 +1,180 @@
+"""The provider slots as a service: model providers, memory, context engine, image, video, web search.
+
+It joins a kernel when a plugin offers a provider (``ctx.register_memory_provider``,
+Hermes' ``register_provider`` at import, a pluggy ``register_*_providers``
+hook, an entry point naming a provider class), when ``k.providers`` or
+``k.slots`` is first read, or at ``load()`` when ``config.yaml`` has a provider
+section.  See :mod:`kernel.core.services` for how a service attaches.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import TYPE_CHECKING, Any
+
+from ..core import hookspecs
+from ..core.context import PluginContext, _live
+from ..core.services import serviceimpl
+from .manager import SLOTS as PROVIDER_SLOTS
+from .manager import ProviderManager
+from .slots import SLOTS, SlotError, SlotRegistry, conform
+
+if TYPE_CHECKING:
+    from ..core.kernel import Kernel
+    from ..core.records import _Record
+
+
+class Context:
+    """The ``ctx.register_*_provider`` members this service adds to :class:`PluginContext`."""
+
+    @_live
+    def register_memory_provider(self, provider: Any) -> None:
+        """Offer a :class:`~kernel.providers.MemoryProvider`; ``memory.provider`` selects one."""
+        _offer(self, "memory", provider)
+
+    @_live
+    def register_context_engine(self, engine: Any) -> None:
+        """Offer a :class:`~kernel.providers.ContextEngine`; ``context.engine`` selects one."""
+        _offer(self, "context_engine", engine)
+
+    @_live
+    def register_image_gen_provider(self, provider: Any) -> None:
+        """Offer an :class:`~kernel.providers.ImageGenProvider`; ``image_gen.provider`` selects one."""
+        _offer(self, "image_gen", provider)
+
+    @_live
+    def register_model_provider(self, profile: Any) -> None:
+        """Offer a :class:`~kernel.providers.ProviderProfile` (like ``register_provider``)."""
+        _offer(self, "model_provider", profile)
+
+    @_live
+    def register_web_search_provider(self, provider: Any) -> None:
+        """Offer a :class:`~kernel.providers.WebSearchProvider`; ``web_search.provider`` selects one."""
+        _offer(self, "web_search", provider)
+
+    @_live
+    def register_video_gen_provider(self, provider: Any) -> None:
+        """Offer a :class:`~kernel.providers.VideoGenProvider`; ``video_gen.provider`` selects one."""
+        _offer(self, "video_gen", provider)
+
+    @_live
+    def register_tts_provider(self, provider: Any) -> None:
+        """Offer a text-to-speech provider; ``tts.provider`` may name it (command providers win)."""
+        _offer(self, "tts", provider)
+
+    @_live
+    def register_transcription_provider(self, provider: Any) -> None:
+        """Offer a speech-to-text provider; ``stt.provider`` may name it (command providers win)."""
+        _offer(self, "transcription", provider)
+
+
+def _offer(ctx: PluginContext, slot: str, provider: Any) -> None:
+    kernel, record = ctx._kernel, ctx._record
+    offer_provider(kernel, slot, provider, record.name)
+    ctx._undo.append(lambda: kernel.slots.remove_plugin(record.name))
+    ctx._undo.append(lambda: kernel.providers.catalog.remove_plugin(record.name))
+
+
+def offer_provider(kernel: Kernel, slot: str, provider: Any, plugin: str) -> None:
+    """Put ``provider`` into ``slot`` for ``plugin``; a refusal is a warning on the plugin."""
+    record = kernel._records.get(plugin)
+    if slot == "model_provider":
+        problem = kernel.providers.catalog.add(provider, plugin, record.source if record else "runtime")
+    else:
+        spec = PROVIDER_SLOTS.get(slot)
+        base = spec[3] if spec is not None else None
+        offered = type(provider).__name__
+        bases = {s: b for s, (_group, _key, _default, b) in PROVIDER_SLOTS.items() if b is not None}
+        other = next((b for s, b in bases.items() if s != slot and isinstance(provider, b)), None)
+        problem = None
+        if base is not None and other is not None and not isinstance(provider, base):
+            problem = (
+                f"plugin '{plugin}' offered a {other.__name__} ({offered}) as a {slot} provider; ignored"
+            )
+        elif base is not None:
+            provider, missing = conform(provider, base)
+            if provider is None:
+                problem = (
+                    f"plugin '{plugin}' offered {offered} as a {slot} provider, but it is not a "
+                    f"{base.__name__} and lacks {', '.join(missing)}; ignored"
+                )
+        if problem is None:
+            try:
+                kernel.slots.add(slot, provider, plugin)
+            except SlotError as exc:
+                problem = str(exc)
+    if problem is not None:
+        if record is not None:
+            record.warnings.append(problem)
+        kernel.log.error("slot_conflict", slot=slot, plugin=plugin, error=problem)
+
+
+def fire_slots(kernel: Kernel, only: str | None) -> None:
+    """Ask the slot-hook callbacks (of plugin ``only``, or all) for their providers, each once."""
+    for hook, slot in hookspecs.SLOT_HOOKS.items():
+        chain = kernel._hooks.chains.get(hook)  # its live callbacks, in call order
+        for cb in chain.callbacks if chain is not None else ():
+            if cb in kernel._slots_asked or (only is not None and cb.plugin != only):
+                continue
+            kernel._slots_asked.add(cb)
+            kernel._hooks.execute(
+                hook, [cb.impl], {"register": _slot_register(kernel, slot, cb.plugin)}, False
+            )
+
+
+def _slot_register(kernel: Kernel, slot: str, plugin: str) -> Any:
+    def register(provider: Any) -> None:
+        offer_provider(kernel, slot, provider, plugin)
+
+    return register
+
+
+@serviceimpl
+def service_attach(kernel: Kernel) -> None:
+    kernel.slots = SlotRegistry()
+    kernel.providers = ProviderManager(kernel)
+    # Slot-hook callbacks already asked for their providers (each is asked once).
+    kernel._slots_asked = weakref.WeakSet()
+    kernel._lendable.extend((kernel.providers._lock, kernel.providers.catalog._lock))
+
+
+@serviceimpl
+def service_register_object(kernel: Kernel, record: _Record, target: Any) -> bool | None:
+    """An entry point naming a class: a provider to instantiate (a memory provider, usually)."""
+    bases = {slot: spec[3] for slot, spec in PROVIDER_SLOTS.items() if spec[3] is not None}
+    slot = next((slot for slot, base in bases.items() if issubclass(target, base)), None)
+    if slot is None and record.kind in PROVIDER_SLOTS:
+        slot = record.kind
+    if slot is None:
+        return None
+    offer_provider(kernel, slot, target(), record.name)
+    return True
+
+
+@serviceimpl(tryfirst=True)
+def service_load_finished(kernel: Kernel) -> None:
+    fire_slots(kernel, None)
+    kernel.providers.register_tools()
+
+
+@serviceimpl
+def service_plugin_added(kernel: Kernel, name: str) -> None:
+    fire_slots(kernel, name)
+
+
+@serviceimpl
+def service_plugin_owns(kernel: Kernel, record: _Record) -> bool:
+    return kernel.providers.catalog.has_plugin(record.name) or any(
+        p.plugin == record.name for slot in SLOTS for p in kernel.slots.providers(slot).values()
+    )
+
+
+@serviceimpl
+def service_plugin_unloaded(kernel: Kernel, record: _Record) -> None:
+    kernel.providers.catalog.remove_plugin(record.name)
+    kernel.slots.remove_plugin(record.name)
+
+
+@serviceimpl
+def service_shutdown(kernel: Kernel) -> None:
+    kernel.providers.close()

@@ -1,0 +1,207 @@
+"""``pre_tool_call`` decisions: parsing, the merge rules, and human approval."""
+
+from __future__ import annotations
+
+import copy
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..core.hooks import Callback, Request, describe, propagates, safe_text
+
+if TYPE_CHECKING:
+    from ..core.kernel import Kernel
+
+
+@dataclass(frozen=True)
+class ApprovalRequest:
+    """What a host's approver is asked: may this tool call run?"""
+
+    tool_name: str
+    args: dict[str, Any]
+    message: str
+    plugin: str
+    rule_key: str | None = None
+    session_id: str | None = None
+    task_id: str | None = None
+
+
+Approver = Callable[[ApprovalRequest], bool]
+
+
+@dataclass
+class Verdict:
+    """The merged decision on one tool call."""
+
+    blocked: str | None = None
+    args: dict[str, Any] = field(default_factory=dict)
+    approvals: list[tuple[str, str, str | None]] = field(default_factory=list)
+
+
+class MalformedDecision(ValueError):
+    """An answer that is neither no opinion nor a recognised decision."""
+
+
+def parse_decision(value: Any) -> tuple[str, Any] | None:
+    """One callback's answer as ``(kind, payload)`` of plain values; ``None`` for no opinion.
+
+    Raises :class:`MalformedDecision` for an answer that is neither no opinion
+    nor a recognised decision (the kernel logs it and treats it as no
+    opinion).  Anything else raised while reading a hostile answer (a raising
+    ``__eq__``, arguments that cannot be copied) is the callback's failure.
+    """
+    if value is None:
+        return None
+    if not issubclass(type(value), dict):
+        raise MalformedDecision(f"expected a dict or None, got {type(value).__name__}")
+    if "action" in value:
+        action = value["action"]
+    else:
+        action = value.get("decision")
+        # Claude Code's {"decision": "approve"} means "allow": no objection, nobody to ask.
+        if action == "approve":
+            return None
+    if action is None or action in ("allow", "continue", "none"):
+        return None
+    if action == "block":
+        message = value.get("message", value.get("reason", ""))
+        if not isinstance(message, str):
+            raise MalformedDecision("a block's message must be a string")
+        return "block", str.__str__(message)
+    if action == "approve":
+        message = value.get("message", value.get("reason", ""))
+        rule_key = value.get("rule_key")
+        if not isinstance(message, str) or (rule_key is not None and not isinstance(rule_key, str)):
+            raise MalformedDecision("an approve's message and rule_key must be strings")
+        return "approve", (str.__str__(message), None if rule_key is None else str.__str__(rule_key))
+    if action == "modify":
+        args = value.get("args", value.get("tool_input"))
+        if not isinstance(args, dict):
+            raise MalformedDecision("a modify needs 'args' (or 'tool_input') as a dict")
+        return "modify", copy.deepcopy(dict(args))
+    raise MalformedDecision(f"unknown action {action!r} (use block, approve or modify)")
+
+
+def merge_decisions(args: dict[str, Any], decisions: Iterable[tuple[str, tuple[str, Any]]]) -> Verdict:
+    """Apply the merge rules to ``(plugin, decision)`` pairs given in plugin order.
+
+    A block outranks everything (the first block's message wins);
+    modifications are shallow-merged in plugin order, later keys winning;
+    approvals are collected for the approver.
+    """
+    verdict = Verdict(args=dict(args))
+    for plugin, (kind, payload) in decisions:
+        if kind == "block":
+            if verdict.blocked is None:
+                verdict.blocked = payload or f"tool call blocked by plugin '{plugin}'"
+        elif kind == "modify":
+            verdict.args.update(payload)
+        elif kind == "approve":
+            message, rule_key = payload
+            verdict.approvals.append((plugin, message, rule_key))
+    return verdict
+
+
+def terminal_approver(request: ApprovalRequest) -> bool:
+    """The default approver: ask on the terminal; deny when there is no interactive terminal."""
+    if not (sys.stdin and sys.stdin.isatty() and sys.stdout and sys.stdout.isatty()):
+        return False
+    reason = f" ({request.message})" if request.message else ""
+    print(f"\nPlugin '{request.plugin}' asks before running tool '{request.tool_name}'{reason}.")
+    print(f"  arguments: {request.args}")
+    try:
+        answer = input("Allow this tool call? [y/N] ")
+    except EOFError:
+        return False
+    return answer.strip().lower() in ("y", "yes")
+
+
+def decide_tool_call(
+    kernel: Kernel, tool_name: str, args: dict[str, Any], context: dict[str, Any]
+) -> Verdict:
+    """Fire ``pre_tool_call``, merge the decisions, and ask the approver when one asks for it.
+
+    Each callback gets its own copy of the arguments; a callback that fails,
+    or whose answer cannot be read, blocks the call (and is disabled).
+    """
+    try:
+        snapshot = copy.deepcopy(args)
+    except BaseException as exc:
+        if propagates(exc):
+            raise
+        return Verdict(
+            blocked=f"tool call to '{tool_name}' blocked: its arguments cannot be copied for the "
+            f"pre_tool_call guards ({describe(exc)})",
+            args=args,
+        )
+    request = Request(pairs=[], failures=[], prepare=lambda kw: {**kw, "args": copy.deepcopy(snapshot)})
+    kernel._hooks.invoke("pre_tool_call", {**context, "tool_name": tool_name, "args": snapshot}, request)
+    # Every answer is read, so that every guard that broke the rules is disabled in this call.
+    failed = [(cb, False) for cb in request.failures or []]
+    decisions = []
+    for cb, value in request.pairs or []:
+        try:
+            decision = parse_decision(value)
+        except MalformedDecision as exc:
+            kernel.log.warning(
+                "tool_decision_malformed",
+                plugin=cb.plugin,
+                tool=tool_name,
+                problem=str(exc),
+                value=safe_text(repr, value),
+            )
+            continue
+        except BaseException as exc:
+            if propagates(exc):
+                raise
+            kernel._hooks.fail(cb, exc)
+            failed.append((cb, True))
+            continue
+        if decision is not None:
+            decisions.append((cb.plugin, decision))
+    if failed:
+        cb, reading = failed[0]
+        return _guard_failed(cb, args, reading=reading)
+    verdict = merge_decisions(args, decisions)
+    if verdict.blocked is None:
+        for plugin, message, rule_key in verdict.approvals:
+            request = ApprovalRequest(
+                tool_name=tool_name,
+                args=copy.deepcopy(verdict.args),
+                message=message,
+                plugin=plugin,
+                rule_key=rule_key,
+                session_id=context.get("session_id"),
+                task_id=context.get("task_id"),
+            )
+            if not approve(kernel, request):
+                reason = f": {message}" if message else ""
+                verdict.blocked = (
+                    f"tool call to '{tool_name}' was not approved (asked by plugin '{plugin}'){reason}"
+                )
+                break
+    return verdict
+
+
+def approve(kernel: Kernel, request: ApprovalRequest) -> bool:
+    try:
+        allowed = bool((kernel.approver or terminal_approver)(request))
+    except BaseException as exc:
+        if propagates(exc):
+            raise
+        kernel.log.warning("approver_failed", tool=request.tool_name, error=describe(exc))
+        return False
+    kernel.log.info("tool_approval", tool=request.tool_name, plugin=request.plugin, allowed=allowed)
+    return allowed
+
+
+def _guard_failed(cb: Callback, args: dict[str, Any], reading: bool = False) -> Verdict:
+    what = "returned a decision that could not be read" if reading else "failed"
+    return Verdict(
+        blocked=(
+            f"tool call blocked: the pre_tool_call hook of plugin '{cb.plugin}' {what} ({cb.error}); "
+            "that hook is now disabled"
+        ),
+        args=args,
+    )
