@@ -60,8 +60,9 @@ $(LINT_SITE)/.installed: $(LINT_REQS) | $(STAMP)
 	$(PY) -m pip install --quiet --target $(LINT_SITE) -r $(LINT_REQS)
 	touch $@
 
+# With Hermes Agent installed (make bench-peers does it), make bench measures it side by side too.
 bench: $(STAMP)
-	$(PY) tests/benchmarks/bench_kernel.py
+	$(PY) tests/benchmarks/bench_kernel.py $(if $(wildcard $(PEERS)/.installed),--peer-python $(PEERS)/bin/python)
 
 $(PEERS)/.installed:
 	test -x $(PEERS)/bin/python || $(PYTHON) -m venv $(PEERS)
@@ -69,7 +70,7 @@ $(PEERS)/.installed:
 	touch $@
 
 bench-peers: $(STAMP) $(PEERS)/.installed
-	$(PY) tests/benchmarks/bench_kernel.py --part dispatch --peer-python $(PEERS)/bin/python
+	$(PY) tests/benchmarks/bench_kernel.py --peer-python $(PEERS)/bin/python
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check kernel extensions tests

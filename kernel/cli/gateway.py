@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import json
 import signal
@@ -62,6 +61,8 @@ def gateway_run(args: argparse.Namespace) -> int:
             )
             return 1
         print(f"hermes-kernel gateway: starting {', '.join(enabled)}; Ctrl-C to stop", flush=True)
+        import asyncio
+
         with contextlib.suppress(KeyboardInterrupt):
             asyncio.run(_serve(gateway, args.platform))
     print("hermes-kernel gateway: stopped", flush=True)
@@ -69,6 +70,8 @@ def gateway_run(args: argparse.Namespace) -> int:
 
 
 async def _serve(gateway: Any, platforms: list[str] | None) -> None:
+    import asyncio
+
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         try:

@@ -9,9 +9,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-from dotenv import dotenv_values
-
 from .manifest import yaml_problem
 from .safe_yaml import MAX_CONFIG_BYTES, MAX_DOTENV_BYTES, read_yaml
 
@@ -43,6 +40,8 @@ def load_config(home: Path, override: Mapping[str, Any] | None) -> tuple[dict[st
     data: dict[str, Any] = {}
     path = home / "config.yaml"
     if path.is_file():
+        import yaml
+
         try:
             loaded = read_yaml(path, MAX_CONFIG_BYTES, "config.yaml")
         except (OSError, UnicodeDecodeError) as exc:
@@ -87,6 +86,8 @@ def read_dotenv(home: Path) -> dict[str, str]:
     try:
         if path.stat().st_size > MAX_DOTENV_BYTES:
             return {}  # reported once by load_config
+        from dotenv import dotenv_values
+
         values = dotenv_values(path, interpolate=False)
     except (OSError, UnicodeDecodeError):
         return {}

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import copy
-import difflib
 import functools
 import logging
 import types
@@ -138,6 +137,8 @@ class PluginContext:
         kernel, record = self._kernel, self._record
         caller = getattr(kernel.pm.hook, name, None)
         if caller is None or not caller.has_spec():
+            import difflib
+
             close = difflib.get_close_matches(name, kernel.hook_names, n=1)
             hint = f"; did you mean '{close[0]}'?" if close else ""
             warning = (

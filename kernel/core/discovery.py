@@ -68,8 +68,11 @@ def bundled_root() -> Path:
     return package.parent / "extensions"
 
 
-def scan_root(root: Path, source: str, log: Any) -> list[Candidate]:
-    """Plugin directories under ``root``: flat ones and one level of categories."""
+def scan_root(root: Path, source: str, log: Any, cache: Any = None) -> list[Candidate]:
+    """Plugin directories under ``root``: flat ones and one level of categories.
+
+    ``cache`` (a :class:`~kernel.core.state.ManifestCache`) spares parsing manifests that did not change.
+    """
     if not root.is_dir():
         log.debug("source_missing", source=source, root=str(root))
         return []
@@ -77,12 +80,12 @@ def scan_root(root: Path, source: str, log: Any) -> list[Candidate]:
     for child in _subdirs(root, log):
         manifest_file = find_manifest(child)
         if manifest_file is not None:
-            found.append(_candidate(child, manifest_file, source, category=None))
+            found.append(_candidate(child, manifest_file, source, None, cache))
         elif child.name in CATEGORIES:
             for grandchild in _subdirs(child, log):
                 grand_manifest = find_manifest(grandchild)
                 if grand_manifest is not None or (grandchild / "__init__.py").is_file():
-                    found.append(_candidate(grandchild, grand_manifest, source, category=child.name))
+                    found.append(_candidate(grandchild, grand_manifest, source, child.name, cache))
                 else:
                     log.debug(
                         "skip",
@@ -90,29 +93,66 @@ def scan_root(root: Path, source: str, log: Any) -> list[Candidate]:
                         reason="no plugin.yaml or __init__.py (depth cap reached)",
                     )
         elif (child / "__init__.py").is_file():
-            found.append(_candidate(child, None, source, category=None))
+            found.append(_candidate(child, None, source, None, cache))
         else:
             log.debug("skip", path=str(child), reason="no plugin.yaml or __init__.py")
     log.debug("source_scanned", source=source, root=str(root), plugins=len(found))
     return found
 
 
-def scan_entry_points(log: Any, groups: Iterable[str] = tuple(ENTRY_POINT_GROUPS)) -> list[Candidate]:
+def scan_entry_points(
+    log: Any, groups: Iterable[str] = tuple(ENTRY_POINT_GROUPS), cache: Path | None = None
+) -> list[Candidate]:
     """Plugins advertised by installed distributions in the Hermes entry-point ``groups``.
 
     Two entries of one name are one plugin when they name the same target (a
     package listed in two groups); otherwise the first kept and the second is
-    refused like a duplicate directory.
+    refused like a duplicate directory.  With ``cache`` (a JSON file), the scan
+    of every installed distribution is skipped while ``sys.path`` looks as it
+    did (see :func:`_installed_signature`).
     """
+    groups = tuple(groups)
+    signature = _installed_signature() if cache is not None else None
+    rows = _cached_rows(cache, signature, groups) if cache is not None else None
+    if rows is None:
+        rows = _scan_rows(log, groups)
+        if rows is None:
+            return []
+        if cache is not None and signature is not None:
+            _save_rows(cache, signature, groups, rows)
+    found: dict[str, Candidate] = {}
+    out: list[Candidate] = []
+    for group, ep, version, description in rows:
+        previous = found.get(ep.name)
+        if previous is not None:
+            if previous.entry_point is not None and previous.entry_point.value == ep.value:
+                continue
+            log.debug("skip", entry_point=f"{ep.name} = {ep.value}", reason="duplicate entry point name")
+        cand = Candidate(
+            key=ep.name,
+            source="entrypoint",
+            entry_point=ep,
+            version=version,
+            description=description,
+            kind=ENTRY_POINT_GROUPS.get(group, "standalone"),
+        )
+        if previous is None:
+            found[ep.name] = cand
+        out.append(cand)
+    log.debug("source_scanned", source="entrypoint", plugins=len(found))
+    return out
+
+
+def _scan_rows(log: Any, groups: tuple[str, ...]) -> list[tuple[str, Any, str, str]] | None:
+    """``(group, entry point, version, summary)`` of every installed distribution, by group and name."""
     from importlib import metadata
 
     try:
         selected = metadata.entry_points()
     except Exception as exc:  # a broken distribution must not stop discovery
         log.debug("entry_points_failed", error=str(exc))
-        return []
-    found: dict[str, Candidate] = {}
-    out: list[Candidate] = []
+        return None
+    rows = []
     for group in groups:
         try:
             eps = sorted(selected.select(group=group), key=lambda ep: ep.name)
@@ -120,29 +160,109 @@ def scan_entry_points(log: Any, groups: Iterable[str] = tuple(ENTRY_POINT_GROUPS
             log.debug("entry_points_failed", group=group, error=str(exc))
             continue
         for ep in eps:
-            previous = found.get(ep.name)
-            if previous is not None:
-                if previous.entry_point is not None and previous.entry_point.value == ep.value:
-                    continue
-                log.debug("skip", entry_point=f"{ep.name} = {ep.value}", reason="duplicate entry point name")
             dist = getattr(ep, "dist", None)
             version, description = "", ""
             if dist is not None:
                 version = dist.version or ""
                 description = (dist.metadata.get("Summary") or "") if dist.metadata else ""
-            cand = Candidate(
-                key=ep.name,
-                source="entrypoint",
-                entry_point=ep,
-                version=version,
-                description=description,
-                kind=ENTRY_POINT_GROUPS.get(group, "standalone"),
-            )
-            if previous is None:
-                found[ep.name] = cand
-            out.append(cand)
-    log.debug("source_scanned", source="entrypoint", plugins=len(found))
+            rows.append((group, ep, version, description))
+    return rows
+
+
+class CachedEntryPoint:
+    """An entry point as the cache recorded it; loading it resolves it as ``importlib.metadata`` would."""
+
+    __slots__ = ("group", "name", "value")
+
+    def __init__(self, name: str, value: str, group: str) -> None:
+        self.name, self.value, self.group = name, value, group
+
+    @property
+    def module(self) -> str:
+        return self.value.partition(":")[0].strip()
+
+    @property
+    def dist(self) -> None:
+        return None
+
+    def load(self) -> Any:
+        from importlib import metadata
+
+        return metadata.EntryPoint(self.name, self.value, self.group).load()
+
+    def __repr__(self) -> str:
+        return f"CachedEntryPoint(name={self.name!r}, value={self.value!r}, group={self.group!r})"
+
+
+# A file changed this recently may change again within one tick of the clock: not trusted yet.
+_RACY_NS = 2_000_000_000
+
+
+def _installed_signature() -> list[Any] | None:
+    """What the installed distributions' entry points depend on: each ``sys.path`` entry's
+    modification time and those of the ``entry_points.txt`` of the distributions in it.
+
+    Installing, removing or upgrading a distribution changes its folder's entry; ``None`` when
+    something changed too recently to be trusted.
+    """
+    import sys
+    import time
+
+    now = time.time_ns()
+    out: list[Any] = [sys.version]
+    for entry in sys.path:
+        try:
+            stat = os.stat(entry or ".")
+        except OSError:
+            out.append([entry, None])
+            continue
+        times = [stat.st_mtime_ns]
+        if os.path.isdir(entry or "."):
+            try:
+                names = sorted(n for n in os.listdir(entry or ".") if n.endswith((".dist-info", ".egg-info")))
+            except OSError:
+                names = []
+            for name in names:
+                try:
+                    times.append(os.stat(os.path.join(entry or ".", name, "entry_points.txt")).st_mtime_ns)
+                except OSError:
+                    times.append(0)
+        if max(times) > now - _RACY_NS:
+            return None
+        out.append([entry, times])
     return out
+
+
+def _cached_rows(cache: Path, signature: list[Any] | None, groups: tuple[str, ...]) -> list[Any] | None:
+    import json
+
+    if signature is None:
+        return None
+    try:
+        if cache.stat().st_size > 16 * 1024 * 1024:
+            return None
+        data = json.loads(cache.read_text(encoding="utf-8"))
+        if data.get("signature") != signature or data.get("groups") != list(groups):
+            return None
+        return [
+            (str(g), CachedEntryPoint(str(name), str(value), str(g)), str(version), str(summary))
+            for g, name, value, version, summary in data["rows"]
+        ]
+    except (OSError, ValueError, RecursionError, TypeError, KeyError, AttributeError):
+        return None
+
+
+def _save_rows(cache: Path, signature: list[Any], groups: tuple[str, ...], rows: list[Any]) -> None:
+    import json
+
+    from .state import write_atomic
+
+    data = {
+        "signature": signature,
+        "groups": list(groups),
+        "rows": [[g, ep.name, ep.value, version, summary] for g, ep, version, summary in rows],
+    }
+    write_atomic(cache, json.dumps(data))
 
 
 def merge_sources(groups: list[list[Candidate]], log: Any) -> tuple[dict[str, Candidate], list[Candidate]]:
@@ -176,7 +296,9 @@ def merge_sources(groups: list[list[Candidate]], log: Any) -> tuple[dict[str, Ca
     return merged, refused
 
 
-def _candidate(directory: Path, manifest_file: Path | None, source: str, category: str | None) -> Candidate:
+def _candidate(
+    directory: Path, manifest_file: Path | None, source: str, category: str | None, cache: Any = None
+) -> Candidate:
     default = directory.name
     manifest: Manifest | None = None
     error: str | None = None
@@ -184,7 +306,7 @@ def _candidate(directory: Path, manifest_file: Path | None, source: str, categor
         manifest = Manifest(name=default, path=None)
     else:
         try:
-            manifest = load_manifest(manifest_file, default)
+            manifest = load_manifest(manifest_file, default, cache)
         except ManifestError as exc:
             error = f"invalid manifest: {exc}"
     if category is not None:

@@ -28,6 +28,9 @@ from .plugin_manager import KernelPluginManager, PluginError
 from .records import BLOCKED, PluginInfo, _Record
 from .services import Service, ServiceManager
 
+#: Where the entry points of the installed distributions are remembered (see discovery.scan_entry_points).
+ENTRY_POINTS_CACHE = Path("cache") / "entry-points.json"
+
 __all__ = ["BLOCKED", "DEFAULT_REGISTER_TIMEOUT", "Kernel", "PluginError", "PluginInfo", "merge_context"]
 
 #: Seconds a plugin's import plus its register() may take (plugins.register_timeout; 0 = no bound).
@@ -93,6 +96,8 @@ class Kernel(Loader):
         self.environ = KernelEnviron(self._env_token)
         weakref.finalize(self, environ.release, self._env_token)
         self._closers: list[tuple[str, Callable[[], None]]] = []
+        #: Parsed manifests of earlier runs, by file identity (see kernel.core.state.ManifestCache).
+        self._manifests = state.ManifestCache(self.home)
         # Set once the deferred (model provider) plugins were asked for: load() then imports them all.
         self._deferred_wanted = False
         self._services = ServiceManager(self, services)
@@ -188,15 +193,17 @@ class Kernel(Loader):
 
     def _scan_sources(self) -> list[list[Candidate]]:
         """Every plugin candidate of every source, source by source (bundled, user, project, entry points)."""
+        cache = self._manifests
         groups = [
-            scan_root(bundled_root(), "bundled", self.log),
-            scan_root(self.home / "plugins", "user", self.log),
+            scan_root(bundled_root(), "bundled", self.log, cache),
+            scan_root(self.home / "plugins", "user", self.log, cache),
         ]
         if truthy(os.environ.get("HERMES_ENABLE_PROJECT_PLUGINS")):
-            groups.append(scan_root(Path.cwd() / ".hermes" / "plugins", "project", self.log))
+            groups.append(scan_root(Path.cwd() / ".hermes" / "plugins", "project", self.log, cache))
         else:
             self.log.debug("source_skipped", source="project", reason="HERMES_ENABLE_PROJECT_PLUGINS not set")
-        groups.append(scan_entry_points(self.log))
+        groups.append(scan_entry_points(self.log, cache=self.home / ENTRY_POINTS_CACHE))
+        cache.save()
         return groups
 
     def _fingerprint(self, merged: dict[str, Candidate], refused: list[Candidate]) -> str:

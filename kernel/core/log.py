@@ -15,6 +15,10 @@ so that plugins using stdlib ``logging`` render the same way:
 Records propagate as any library's do (the ``hermes_kernel`` logger has a
 ``NullHandler``); their message is the event rendered as text, secrets
 redacted and URLs masked, so an embedder's own handlers show them readably.
+
+structlog (and the asyncio it imports) is imported with the first record a
+level lets through, not before: a kernel that logs nothing above its level
+(``plugins list`` from the saved list, a quiet embedding) never pays for it.
 """
 
 from __future__ import annotations
@@ -25,9 +29,10 @@ import logging
 import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import structlog
+if TYPE_CHECKING:
+    import structlog
 
 # Words of a key name that make its value a secret: "api_key", "apiKey", "x-api-key", "accessToken",
 # "clientSecret", "Authorization"... are secret; "input_tokens" and "max_tokens" are not.
@@ -172,25 +177,111 @@ class _Threshold(logging.Filter):
         return record.levelno >= self.level or record.name == self.audit
 
 
-_PRE_CHAIN: list[Any] = [
-    structlog.stdlib.add_log_level,
-    structlog.stdlib.add_logger_name,
-    structlog.processors.TimeStamper(fmt="iso", utc=True),
-]
+_LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warning": logging.WARNING,
+    "warn": logging.WARNING,
+    "error": logging.ERROR,
+    "exception": logging.ERROR,
+    "critical": logging.CRITICAL,
+    "fatal": logging.CRITICAL,
+}
 
 
-class KernelLogger(structlog.stdlib.BoundLogger):
-    """A structlog stdlib logger whose disabled levels cost one cached check, not a processor run."""
+def _filter_by_level() -> Any:
+    import structlog
 
-    def debug(self, event: str | None = None, *args: Any, **kw: Any) -> Any:
-        if not self._logger.isEnabledFor(logging.DEBUG):
+    return structlog.stdlib.filter_by_level
+
+
+def _pre_chain() -> list[Any]:
+    import structlog
+
+    return [
+        structlog.stdlib.add_log_level,
+        structlog.stdlib.add_logger_name,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
+
+
+class LazyLogger:
+    """A kernel's structlog logger, built (structlog imported) with the first record its level passes.
+
+    ``debug`` ... ``critical`` and ``exception`` check the stdlib logger's
+    level first, so a disabled level costs one cached check; anything else
+    (``bind``, ``new``, ...) builds the structlog logger and goes to it.
+    """
+
+    def __init__(self, stdlib: logging.Logger, processors: Any) -> None:
+        self._stdlib = stdlib
+        self._processors = processors
+        self._real: structlog.stdlib.BoundLogger | None = None
+
+    def _bound(self) -> structlog.stdlib.BoundLogger:
+        if self._real is None:
+            import structlog
+
+            self._real = structlog.stdlib.BoundLogger(self._stdlib, self._processors(), {})
+        return self._real
+
+    def _emit(self, method: str, event: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+        if not self._stdlib.isEnabledFor(_LEVELS[method]):
             return None
-        return super().debug(event, *args, **kw)
+        return getattr(self._bound(), method)(event, *args, **kw)
 
-    def info(self, event: str | None = None, *args: Any, **kw: Any) -> Any:
-        if not self._logger.isEnabledFor(logging.INFO):
-            return None
-        return super().info(event, *args, **kw)
+    def debug(self, event: Any = None, *args: Any, **kw: Any) -> Any:
+        return self._emit("debug", event, args, kw)
+
+    def info(self, event: Any = None, *args: Any, **kw: Any) -> Any:
+        return self._emit("info", event, args, kw)
+
+    def warning(self, event: Any = None, *args: Any, **kw: Any) -> Any:
+        return self._emit("warning", event, args, kw)
+
+    warn = warning
+
+    def error(self, event: Any = None, *args: Any, **kw: Any) -> Any:
+        return self._emit("error", event, args, kw)
+
+    def exception(self, event: Any = None, *args: Any, **kw: Any) -> Any:
+        return self._emit("exception", event, args, kw)
+
+    def critical(self, event: Any = None, *args: Any, **kw: Any) -> Any:
+        return self._emit("critical", event, args, kw)
+
+    fatal = critical
+
+    def isEnabledFor(self, level: int) -> bool:
+        return self._stdlib.isEnabledFor(level)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._bound(), name)
+
+
+class _LazyFormatter(logging.Formatter):
+    """structlog's ``ProcessorFormatter`` for the kernel's handlers, built with the first record."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._real: logging.Formatter | None = None
+
+    def format(self, record: logging.LogRecord) -> str:
+        if self._real is None:
+            import structlog
+
+            self._real = structlog.stdlib.ProcessorFormatter(
+                processors=[
+                    structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                    redact_secrets,
+                    mask_text_fields,
+                    structlog.dev.ConsoleRenderer(colors=False, pad_event_to=0),
+                ],
+                foreign_pre_chain=_pre_chain(),
+            )
+        return self._real.format(record)
 
 
 class _LazyFileHandler(logging.FileHandler):
@@ -214,15 +305,7 @@ class KernelLogging:
         self._theirs = {n for n in manager.loggerDict if n == plugin_namespace or n.startswith(prefix)}
         self.plugin_logger = logging.getLogger(plugin_namespace)
         level = logging.DEBUG if debug else logging.WARNING
-        formatter = structlog.stdlib.ProcessorFormatter(
-            processors=[
-                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
-                redact_secrets,
-                mask_text_fields,
-                structlog.dev.ConsoleRenderer(colors=False, pad_event_to=0),
-            ],
-            foreign_pre_chain=_PRE_CHAIN,
-        )
+        formatter = _LazyFormatter()
         audit_name = f"{self.stdlib.name}.audit"
         file_handler = _LazyFileHandler(self.log_file, delay=True, encoding="utf-8")
         # What the file takes does not depend on levels a host gives the loggers.
@@ -251,25 +334,10 @@ class KernelLogging:
         self.audit_stdlib.propagate = False
         for handler in self._handlers:
             self.audit_stdlib.addHandler(handler)
-        self.audit = KernelLogger(
-            self.audit_stdlib,
-            [
-                structlog.stdlib.filter_by_level,
-                *_PRE_CHAIN,
-                redact_secrets,
-                _wrap_for_formatter,
-            ],
-            {},
+        self.audit = LazyLogger(
+            self.audit_stdlib, lambda: [*_pre_chain(), redact_secrets, _wrap_for_formatter]
         )
-        self.logger = KernelLogger(
-            self.stdlib,
-            [
-                structlog.stdlib.filter_by_level,
-                *_PRE_CHAIN,
-                _wrap_for_formatter,
-            ],
-            {},
-        )
+        self.logger = LazyLogger(self.stdlib, lambda: [*_pre_chain(), _wrap_for_formatter])
 
     def close(self) -> None:
         """Detach and close this kernel's handlers."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -81,8 +82,21 @@ def find_manifest(directory: Path) -> Path | None:
     return None
 
 
-def load_manifest(path: Path, default_name: str) -> Manifest:
-    """Read and validate ``path``; raise :class:`ManifestError` on any problem."""
+def load_manifest(path: Path, default_name: str, cache: Any = None) -> Manifest:
+    """Read and validate ``path``; raise :class:`ManifestError` on any problem.
+
+    ``cache`` (a :class:`~kernel.core.state.ManifestCache`) answers for a file
+    that has not changed since it was last parsed.
+    """
+    stat = None
+    if cache is not None:
+        try:
+            stat = path.stat()
+        except OSError as exc:
+            raise ManifestError(path, f"cannot read the file: {exc}") from None
+        hit, data = cache.get(path, stat)
+        if hit:
+            return parse_manifest(data, path, default_name)
     try:
         text = read_bounded(path, MAX_MANIFEST_BYTES, "plugin.yaml")
     except (OSError, UnicodeDecodeError) as exc:
@@ -91,6 +105,8 @@ def load_manifest(path: Path, default_name: str) -> Manifest:
         data = load_yaml(text)
     except yaml.YAMLError as exc:
         raise ManifestError(path, f"not valid YAML: {yaml_problem(exc)}") from None
+    if cache is not None and stat is not None:
+        cache.put(path, stat, data)
     return parse_manifest(data, path, default_name)
 
 
@@ -124,7 +140,7 @@ def parse_manifest(data: Any, path: Path, default_name: str) -> Manifest:
         path=path,
         declares_tools="provides_tools" in data,
         declares_hooks="provides_hooks" in data or bool(_other_hook_lists(data)),
-        extra={k: v for k, v in data.items() if k not in KNOWN_FIELDS},
+        extra={k: copy.deepcopy(v) for k, v in data.items() if k not in KNOWN_FIELDS},
         warnings=tuple(warnings),
     )
 

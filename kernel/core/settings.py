@@ -7,7 +7,6 @@ import copy
 import io
 import os
 import re
-import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -151,6 +150,8 @@ def atomic_write(path: Path, text: str, mode: int | None = None) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     if mode is None:
         mode = path.stat().st_mode & 0o777 if path.exists() else 0o600
+    import tempfile
+
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:

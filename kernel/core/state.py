@@ -12,21 +12,25 @@ matches.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
-import tempfile
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 STATE_FILE = Path("cache") / "plugins-state.json"
+MANIFESTS_FILE = Path("cache") / "manifests.json"
 FORMAT = 1
+#: Bounds of the manifest cache: entries kept, and the size of the file read back.
+MAX_CACHED_MANIFESTS = 20_000
+MAX_MANIFESTS_FILE_BYTES = 32 * 1024 * 1024
+RACY_NS = 2_000_000_000
 
 
 def fingerprint(parts: Iterable[Any]) -> str:
     """A stable hash of JSON-able parts."""
-    digest = hashlib.sha256()
+    digest = _hasher()
     for part in parts:
         digest.update(json.dumps(_string_keys(part), sort_keys=True, default=str).encode("utf-8"))
         digest.update(b"\0")
@@ -62,11 +66,17 @@ def _string_keys(value: Any) -> Any:
 
 def save(home: Path, print_: str, plugins: list[dict[str, Any]]) -> None:
     """Write the state atomically; a home that cannot be written is left alone."""
-    path = home / STATE_FILE
     data = json.dumps({"format": FORMAT, "fingerprint": print_, "plugins": plugins}, default=str)
+    write_atomic(home / STATE_FILE, data)
+
+
+def write_atomic(path: Path, data: str) -> None:
+    """Write ``data`` to ``path`` atomically; a folder that cannot be written is left alone."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".plugins-state.", dir=path.parent)
+        import tempfile
+
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", dir=path.parent)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(data)
         os.replace(tmp, path)
@@ -79,7 +89,7 @@ def load(home: Path, print_: str) -> list[dict[str, Any]] | None:
     """The saved plugin records when their fingerprint is ``print_``; else ``None``."""
     try:
         data = json.loads((home / STATE_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     if not isinstance(data, dict) or data.get("format") != FORMAT or data.get("fingerprint") != print_:
         return None
@@ -91,3 +101,82 @@ def discard(home: Path) -> None:
     """Forget the saved state (the next listing loads)."""
     with contextlib.suppress(OSError):
         (home / STATE_FILE).unlink()
+
+
+def _hasher() -> Any:
+    """A BLAKE2b hasher; ``_blake2`` spares importing OpenSSL (``hashlib``) on every start-up."""
+    try:
+        from _blake2 import blake2b
+    except ImportError:  # pragma: no cover - an interpreter without the module
+        from hashlib import blake2b
+    return blake2b(digest_size=32)
+
+
+class ManifestCache:
+    """Parsed manifests by file identity (path, size, modification time, inode), kept in
+    ``<home>/cache/manifests.json``: a ``plugin.yaml`` that has not changed is not parsed again.
+
+    The same identity Python's own bytecode cache trusts; a file modified in
+    the last two seconds is not cached yet, so that two edits within one tick
+    of the file system's clock cannot leave a stale entry.  Only data that JSON
+    gives back unchanged is kept (a YAML date or set is parsed every time); a
+    file that failed to parse is never cached.
+    """
+
+    def __init__(self, home: Path) -> None:
+        self.path = home / MANIFESTS_FILE
+        self._entries: dict[str, list[Any]] | None = None
+        self._used: set[str] = set()
+        self._dirty = False
+
+    @staticmethod
+    def _identity(stat: os.stat_result) -> list[int]:
+        return [stat.st_size, stat.st_mtime_ns, stat.st_ino]
+
+    def _read(self) -> dict[str, list[Any]]:
+        if self._entries is None:
+            self._entries = {}
+            try:
+                if self.path.stat().st_size <= MAX_MANIFESTS_FILE_BYTES:
+                    data = json.loads(self.path.read_text(encoding="utf-8"))
+                    if isinstance(data, dict) and data.get("format") == FORMAT:
+                        entries = data.get("entries")
+                        if isinstance(entries, dict):
+                            self._entries = entries
+            except (OSError, ValueError, RecursionError):
+                pass
+        return self._entries
+
+    def get(self, file: Path, stat: os.stat_result) -> tuple[bool, Any]:
+        """``(True, data)`` when ``file`` was parsed before and has not changed since."""
+        key = str(file)
+        entry = self._read().get(key)
+        if isinstance(entry, list) and len(entry) == 2 and entry[0] == self._identity(stat):
+            self._used.add(key)
+            return True, entry[1]
+        return False, None
+
+    def put(self, file: Path, stat: os.stat_result, data: Any) -> None:
+        if time.time_ns() - stat.st_mtime_ns < RACY_NS:
+            # Changed just now: a second change within the clock's granularity would keep the same
+            # identity (git's "racily clean" case), so it is parsed again until it is older.
+            return
+        try:
+            same = json.loads(json.dumps(data)) == data
+        except (TypeError, ValueError, RecursionError):
+            same = False
+        key = str(file)
+        entries = self._read()
+        if same and (key in entries or len(entries) < MAX_CACHED_MANIFESTS):
+            entries[key] = [self._identity(stat), data]
+            self._used.add(key)
+            self._dirty = True
+
+    def save(self) -> None:
+        """Write the cache back if it changed, without the entries of files no longer seen."""
+        entries = self._read()
+        if not self._dirty and set(entries) <= self._used:
+            return
+        kept = {k: v for k, v in entries.items() if k in self._used}
+        self._entries, self._dirty = kept, False
+        write_atomic(self.path, json.dumps({"format": FORMAT, "entries": kept}))

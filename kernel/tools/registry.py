@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import contextvars
 import copy
@@ -23,6 +22,8 @@ from .decisions import decide_tool_call
 from .middleware import MiddlewareError
 
 if TYPE_CHECKING:
+    import asyncio
+
     from ..core.kernel import Kernel
 
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -388,6 +389,8 @@ class ToolRegistry:
         is awaited on the caller's loop. Cancelling the awaiting task does not
         stop a handler already running.
         """
+        import asyncio
+
         loop = asyncio.get_running_loop()
         ctx = contextvars.copy_context()
         ctx.run(_CALLER_LOOP.set, loop)
@@ -400,6 +403,8 @@ class ToolRegistry:
             value = tool.call(call_args, **context)
             if inspect.isawaitable(value):
                 loop = _CALLER_LOOP.get()
+                import asyncio
+
                 if loop is not None and loop.is_running() and asyncio._get_running_loop() is not loop:
                     value = asyncio.run_coroutine_threadsafe(_awaited(value), loop).result()
                 else:

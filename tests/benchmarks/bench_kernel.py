@@ -12,6 +12,8 @@ A. Hook dispatch with 10 plugins, in microseconds per call, for ``post_tool_call
 B. Discovery + ``Kernel(home).load()`` of 10, 100 and 500 generated directory
    plugins, each run in a fresh process, after a warm-up process has written the
    bytecode caches (as in a real install).
+C. Start-up against Hermes Agent (``bench_startup.py``): a cold ``plugins list``,
+   ``import kernel``, and discovery + load of 500 plugins with the peak RSS.
 
 Targets: ``k.invoke_hook`` and ``k.pre_llm_context`` within 1.1x of the plain
 loop, ``k.pm.hook.<name>`` no slower than raw pluggy (issue 13); load under 0.4
@@ -21,7 +23,7 @@ to load, results differ between rows).
 
 Usage::
 
-    python tests/benchmarks/bench_kernel.py [--quick] [--json FILE] [--part all|dispatch|load]
+    python tests/benchmarks/bench_kernel.py [--quick] [--json FILE] [--part all|dispatch|load|startup]
                                             [--peer-python .venv-peers/bin/python]
 """
 
@@ -44,6 +46,10 @@ from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_startup import StartupError, bench_startup, print_startup
 
 DISPATCH_TARGET = 1.10  # kernel / plain loop
 LOAD_TARGET_MS = 0.40  # per plugin
@@ -767,7 +773,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--number", type=int, help="calls per timing repeat (default 20000, quick 2000)")
     parser.add_argument("--repeat", type=int, help="timing repeats per row (default 7, quick 3)")
     parser.add_argument(
-        "--part", choices=("all", "dispatch", "load"), default="all", help="run only part A or part B"
+        "--part",
+        choices=("all", "dispatch", "load", "startup"),
+        default="all",
+        help="run only part A, B or C",
     )
     parser.add_argument(
         "--peer-python",
@@ -777,9 +786,23 @@ def main(argv: list[str] | None = None) -> int:
     options = parser.parse_args(argv)
 
     if options.quick:
-        settings = {"number": 2000, "repeat": 3, "counts": [5, 10], "load_runs": 2}
+        settings = {
+            "number": 2000,
+            "repeat": 3,
+            "counts": [5, 10],
+            "load_runs": 2,
+            "startup_runs": 2,
+            "startup_n": 10,
+        }
     else:
-        settings = {"number": 20000, "repeat": 7, "counts": [10, 100, 500], "load_runs": 5}
+        settings = {
+            "number": 20000,
+            "repeat": 7,
+            "counts": [10, 100, 500],
+            "load_runs": 5,
+            "startup_runs": 9,
+            "startup_n": 500,
+        }
     settings["number"] = max(1, options.number or settings["number"])
     settings["repeat"] = max(1, options.repeat or settings["repeat"])
     settings["quick"] = options.quick
@@ -789,7 +812,7 @@ def main(argv: list[str] | None = None) -> int:
 
     env = environment()
     try:
-        dispatch = load = peer = None
+        dispatch = load = peer = startup = None
         if options.part in ("all", "dispatch"):
             log("A. hook dispatch ...")
             dispatch = bench_dispatch(settings["number"], settings["repeat"], log)
@@ -798,13 +821,32 @@ def main(argv: list[str] | None = None) -> int:
         if options.part in ("all", "load"):
             log("B. discovery + load ...")
             load = bench_load(settings["counts"], settings["load_runs"], log)
-    except BenchError as exc:
+        if options.part in ("all", "startup"):
+            log("C. start-up ...")
+            startup = bench_startup(
+                write_generated_plugins,
+                options.peer_python,
+                settings["startup_runs"],
+                settings["startup_n"],
+                log,
+            )
+    except (BenchError, StartupError) as exc:
         print(f"benchmark setup error: {exc}", file=sys.stderr)
         return 2
     print_report(env, settings, dispatch, load, peer)
+    if startup is not None:
+        print()
+        print_startup(startup)
     if options.json:
         document = json.dumps(
-            {"environment": env, "settings": settings, "dispatch": dispatch, "load": load, "peer": peer},
+            {
+                "environment": env,
+                "settings": settings,
+                "dispatch": dispatch,
+                "load": load,
+                "peer": peer,
+                "startup": startup,
+            },
             indent=2,
         )
         if options.json == "-":
