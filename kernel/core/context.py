@@ -67,6 +67,10 @@ def _live(method: Callable[..., Any]) -> Callable[..., Any]:
     return guarded
 
 
+#: The decorator a service puts on the ``ctx`` members it contributes (see kernel.core.services).
+live = _live
+
+
 class PluginContext:
     """What one plugin may do to the kernel while it registers.
 

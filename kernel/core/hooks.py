@@ -14,236 +14,67 @@ the callback (a failing callback is logged and disabled; the call goes on).
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import inspect
 import itertools
-import operator
-import sys
-import threading
 import time
-import types
 from collections.abc import Callable, Generator, Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from pluggy import HookCaller, HookImpl, Result
 
+from .bridge import AsyncCalls, _Bridge, in_daemon_thread
+from .callbacks import (
+    _GENERATOR,
+    _HERMES_OPTS,
+    _VALUES,
+    CONFIGURED,
+    NORMAL,
+    TRY_FIRST,
+    TRY_LAST,
+    Callback,
+    Chain,
+    HookTimeout,
+    Request,
+    _as_list,
+    _Monitor,
+    adapt_hermes_callback,
+    adapt_pluggy_impl,
+    context_text,
+    describe,
+    is_async_callable,
+    keyword_names,
+    plain_text,
+    plugin_order,
+    propagates,
+    safe_text,
+)
 from .watchdog import SharedRLock
 
-TRY_FIRST, NORMAL, TRY_LAST = 0, 1, 2
-# Callbacks declared in config.yaml (shell hooks) run after every plugin's.
-CONFIGURED = 3
-
-# Results handed back as they are, without looking for an awaitable.
-_VALUES = frozenset({str, dict, list, tuple, int, float, bool, bytes})
-_GENERATOR = types.GeneratorType
-
-
-class HookTimeout(Exception):
-    """A callback that did not return within ``plugins.hook_timeout`` seconds."""
-
-    def __init__(self, timeout: float) -> None:
-        super().__init__(f"did not return within {timeout:g} s (plugins.hook_timeout); left running")
-
-
-def propagates(exc: BaseException) -> bool:
-    """Whether ``exc`` must end the call instead of being contained as a plugin's failure.
-
-    Only two do: ``KeyboardInterrupt`` in the main thread (the user pressed
-    Ctrl-C) and an ``asyncio.CancelledError`` while the calling task is being
-    cancelled.  Everything else a plugin raises is its failure.
-    """
-    if isinstance(exc, KeyboardInterrupt):
-        return threading.current_thread() is threading.main_thread()
-    asyncio = sys.modules.get("asyncio")
-    if asyncio is not None and isinstance(exc, asyncio.CancelledError):
-        try:
-            task = asyncio.current_task()
-        except RuntimeError:
-            return False
-        return task is not None and task.cancelling() > 0
-    return False
+__all__ = [
+    "CONFIGURED",
+    "NORMAL",
+    "TRY_FIRST",
+    "TRY_LAST",
+    "Callback",
+    "Chain",
+    "HookEngine",
+    "HookTimeout",
+    "Request",
+    "adapt_hermes_callback",
+    "adapt_pluggy_impl",
+    "context_text",
+    "describe",
+    "in_daemon_thread",
+    "is_async_callable",
+    "keyword_names",
+    "plain_text",
+    "plugin_order",
+    "propagates",
+    "safe_text",
+]
 
 
-def safe_text(fn: Callable[[Any], str], value: Any, limit: int = 500) -> str:
-    """``fn(value)`` (``str`` or ``repr``) as a plain, bounded string; never raises for the value."""
-    try:
-        text = str.__str__(fn(value))
-    except BaseException as exc:
-        if propagates(exc):
-            raise
-        return f"<{fn.__name__}() of {type(value).__name__} failed>"
-    return text if len(text) <= limit else text[:limit] + "…"
-
-
-def describe(exc: BaseException) -> str:
-    """One line for a failure: ``Type: message``; survives an ``__str__`` that raises."""
-    name = type(exc).__name__
-    if issubclass(type(exc), SystemExit):
-        return f"SystemExit({safe_text(repr, exc.code)})"
-    text = str.strip(safe_text(str, exc))
-    return f"{name}: {text}" if text else name
-
-
-def plain_text(value: Any) -> str | None:
-    """``value`` as an exact ``str`` when it is a string, else ``None``; no method of a subclass runs."""
-    if issubclass(type(value), str):
-        return str.__str__(value)
-    return None
-
-
-def context_text(value: Any) -> str | None:
-    """One ``pre_llm_call`` result as a context piece (``None`` for none): a string or ``{"context": ...}``.
-
-    Rendering a non-string context may raise; callers contain it.
-    """
-    if issubclass(type(value), dict):
-        value = dict.get(value, "context")
-        if value is None:
-            return None
-        if not issubclass(type(value), str):
-            value = str(value)
-    text = plain_text(value)
-    return text if text is not None and str.strip(text) else None
-
-
-def plugin_order(name: str) -> tuple[str, str]:
-    """The sort key of a plugin name: alphabetical ignoring case, then exact."""
-    return (name.casefold(), name)
-
-
-@dataclass(eq=False)
-class Callback:
-    """One callback of one plugin on one hook: a pluggy ``HookImpl`` and how to call it."""
-
-    plugin: str
-    hook: str
-    fn: Callable[..., Any]
-    call: Callable[..., Any]
-    impl: HookImpl
-    seq: int
-    tier: int = NORMAL
-    is_async: bool = False
-    native: bool = False
-    wrapper: str = ""  # "new" (wrapper=True), "old" (hookwrapper=True) or ""
-    error: str | None = None
-
-    @property
-    def label(self) -> str:
-        return getattr(self.fn, "__qualname__", None) or safe_text(repr, self.fn)
-
-
-@dataclass(frozen=True)
-class Chain:
-    """One hook, compiled: the live callbacks in call order and how to call them."""
-
-    calls: tuple[Callable[..., Any], ...]
-    callbacks: tuple[Callback, ...]
-    wrappers: tuple[Callback, ...]  # outermost first
-    methods: list[HookImpl]  # the caller's list when compiled (pluggy's order, disabled ones too)
-    firstresult: bool = False
-    defaults: Mapping[str, Any] | None = None
-    plain: bool = True  # no wrapper, firstresult, historic, async callback, spec default or timeout
-    history: list[Any] | None = None  # a historic hook's call history (pluggy's own list)
-
-
-@dataclass
-class Request:
-    """What a kernel-internal call wants besides the results."""
-
-    pairs: list[tuple[Callback, Any]] | None = None
-    failures: list[Callback] | None = None
-    # Fresh keyword arguments for each callback (e.g. its own copy of ``args``).
-    prepare: Callable[[dict[str, Any]], dict[str, Any]] | None = None
-
-
-@dataclass
-class _Monitor:
-    before: Callable[..., Any]
-    after: Callable[..., Any]
-    alive: bool = field(default=True)
-
-
-_HERMES_OPTS = {
-    "wrapper": False,
-    "hookwrapper": False,
-    "optionalhook": True,  # Hermes keeps callbacks of hooks nobody specified
-    "tryfirst": False,
-    "trylast": False,
-    "specname": None,
-}
-
-
-def keyword_names(fn: Callable[..., Any]) -> frozenset[str] | None:
-    """The parameter names ``fn`` accepts by keyword; ``None`` when it takes ``**kwargs``."""
-    code = getattr(fn, "__code__", None)
-    if code is not None and inspect.isfunction(fn):
-        if code.co_flags & inspect.CO_VARKEYWORDS:
-            return None
-        end = code.co_argcount + code.co_kwonlyargcount
-        return frozenset(code.co_varnames[code.co_posonlyargcount : end])
-    try:
-        params = inspect.signature(fn).parameters.values()
-    except (TypeError, ValueError):
-        return None
-    if any(p.kind is p.VAR_KEYWORD for p in params):
-        return None
-    return frozenset(p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
-
-
-def adapt_hermes_callback(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """What the kernel calls for ``fn``: a hook callback or a tool handler.
-
-    A function with ``**kwargs`` is called as is with every keyword argument;
-    one without receives only the keyword arguments it names (positional
-    arguments are passed through).
-    """
-    names = keyword_names(fn)
-    if names is None:
-        return fn
-
-    def call(*args: Any, **kwargs: Any) -> Any:
-        return fn(*args, **{k: v for k, v in kwargs.items() if k in names})
-
-    call.__wrapped__ = fn  # type: ignore[attr-defined]
-    return call
-
-
-def adapt_pluggy_impl(impl: HookImpl) -> Callable[..., Any]:
-    """What the engine calls for a pluggy impl: pluggy 1.7's argument rules.
-
-    The impl's positional parameters are passed by position (a missing one is
-    a ``TypeError`` naming it); parameters with defaults receive the caller's
-    value when the call has one.
-    """
-    fn, names, optional = impl.function, tuple(impl.argnames), tuple(impl.kwargnames)
-    getter = operator.itemgetter(*names) if len(names) > 1 else None
-
-    def call(**kwargs: Any) -> Any:
-        try:
-            args = getter(kwargs) if getter is not None else tuple(kwargs[n] for n in names)
-        except KeyError:
-            missing = ", ".join(n for n in names if n not in kwargs)
-            raise TypeError(f"the hook call did not provide argument(s): {missing}") from None
-        if optional:
-            extra = {n: kwargs[n] for n in optional if n in kwargs}
-            if extra:
-                return fn(*args, **extra)
-        return fn(*args)
-
-    call.__wrapped__ = fn  # type: ignore[attr-defined]
-    return call
-
-
-def is_async_callable(fn: Callable[..., Any]) -> bool:
-    if inspect.iscoroutinefunction(fn):
-        return True
-    call = getattr(fn, "__call__", None)  # noqa: B004 - async __call__ of an instance
-    return call is not None and inspect.iscoroutinefunction(call)
-
-
-class HookEngine:
+class HookEngine(AsyncCalls):
     """Compiles and runs the hook callers of one kernel's plugin manager."""
 
     def __init__(
@@ -490,21 +321,6 @@ class HookEngine:
             result = self._run(chain, kwargs, chain.firstresult, request)
         return _as_list(chain, result)
 
-    async def ainvoke(self, hook: str, kwargs: dict[str, Any], request: Request | None = None) -> list[Any]:
-        """As :meth:`invoke`, awaiting async callbacks on the running loop."""
-        chain = self._chain_to_call(hook, kwargs)
-        if chain is None:
-            return []
-        if not self.monitors:
-            return _as_list(chain, await self._arun(chain, kwargs, chain.firstresult, request))
-        befores = self._before(hook, chain.methods, kwargs)
-        try:
-            outcome = Result(await self._arun(chain, kwargs, chain.firstresult, request), None)
-        except BaseException as exc:
-            outcome = Result(None, exc)
-        self._after(befores, outcome, hook, chain.methods, kwargs)
-        return _as_list(chain, outcome.get_result())
-
     def _chain_to_call(self, hook: str, kwargs: dict[str, Any]) -> Chain | None:
         chain = self.chains.get(hook)
         if chain is not None and chain.history is not None:
@@ -668,21 +484,6 @@ class HookEngine:
         except StopIteration as stop:
             return stop.value
 
-    async def _arun(
-        self, chain: Chain, kwargs: dict[str, Any], firstresult: bool, request: Request | None
-    ) -> Any:
-        steps = self._steps(chain, kwargs, firstresult, request)
-        try:
-            cb, call_kwargs = next(steps)
-            while True:
-                try:
-                    box: tuple[bool, Any] = (True, await self._acall(cb, call_kwargs))
-                except BaseException as exc:
-                    box = (False, exc)
-                cb, call_kwargs = steps.send(box)
-        except StopIteration as stop:
-            return stop.value
-
     def _teardown(self, cb: Callback, gen: Any, outcome: Any, request: Request | None) -> Any:
         try:
             if cb.wrapper == "old":
@@ -726,64 +527,6 @@ class HookEngine:
         if self.timeout is None:
             return fn()
         return in_daemon_thread(fn, self.timeout)
-
-    async def _acall(self, cb: Callback, kwargs: dict[str, Any]) -> Any:
-        import asyncio
-
-        timeout = self.timeout
-        deadline = None if timeout is None else time.monotonic() + timeout
-        result = cb.call(**kwargs) if cb.is_async else await self._aside(lambda: cb.call(**kwargs))
-        if result is not None and type(result) not in _VALUES and inspect.isawaitable(result):
-            if deadline is None:
-                return await result
-            try:
-                return await asyncio.wait_for(_as_coroutine(result), max(deadline - time.monotonic(), 0))
-            except TimeoutError:
-                raise HookTimeout(timeout or 0) from None
-        return result
-
-    async def _aside(self, fn: Callable[[], Any]) -> Any:
-        """Run a sync step off the event loop (a worker thread), so that it cannot stall it.
-
-        The outcome crosses back boxed: an exception such as ``GeneratorExit``
-        must not travel through the loop's futures, which treat some of them
-        specially.
-        """
-        import asyncio
-
-        context = contextvars.copy_context()
-
-        def boxed() -> tuple[bool, Any]:
-            try:
-                return True, context.run(fn)
-            except BaseException as exc:
-                return False, exc
-
-        if self.timeout is None:
-            ok, value = await asyncio.to_thread(boxed)
-        else:
-            loop = asyncio.get_running_loop()
-            future = loop.create_future()
-
-            def deliver(box: tuple[bool, Any]) -> None:
-                if not future.done():
-                    future.set_result(box)
-
-            def run() -> None:
-                box = boxed()
-                with contextlib.suppress(RuntimeError):  # the loop is gone; nobody waits any more
-                    loop.call_soon_threadsafe(deliver, box)
-
-            threading.Thread(target=run, name="hermes-hook", daemon=True).start()
-            try:
-                ok, value = await asyncio.wait_for(asyncio.shield(future), self.timeout)
-            except TimeoutError:
-                raise HookTimeout(self.timeout) from None
-        if ok:
-            return value
-        raise value
-
-    # -- async bridge -----------------------------------------------------------
 
     def run_sync(self, awaitable: Any, timeout: float | None = None) -> Any:
         """Run an awaitable to completion from synchronous code.
@@ -841,96 +584,6 @@ class _Distinct:
         return self.__wrapped__(*args, **kwargs)
 
 
-class _Bridge:
-    """An event loop on a daemon thread that runs coroutines for synchronous callers."""
-
-    def __init__(self) -> None:
-        import asyncio
-
-        self._asyncio = asyncio
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self._serve, name="hermes-kernel-loop", daemon=True)
-        self.thread.start()
-
-    def _serve(self) -> None:
-        self._asyncio.set_event_loop(self.loop)
-        try:
-            self.loop.run_forever()
-        finally:
-            self._asyncio.set_event_loop(None)
-
-    def run(self, awaitable: Any, timeout: float | None) -> Any:
-        import concurrent.futures
-
-        if threading.current_thread() is self.thread or self.loop.is_closed():
-            # A sync hook call made by a coroutine on this very loop: a loop of its own.
-            box = in_daemon_thread(lambda: self._asyncio.run(_boxed(awaitable, timeout)), None)
-        else:
-            done: concurrent.futures.Future[tuple[bool, Any]] = concurrent.futures.Future()
-            context = contextvars.copy_context()
-            tasks: list[Any] = []
-
-            def start() -> None:
-                task = self.loop.create_task(_boxed(awaitable, timeout), context=context)
-                tasks.append(task)
-                task.add_done_callback(lambda t: done.set_result(_outcome(t)))
-
-            self.loop.call_soon_threadsafe(start)
-            try:
-                box = done.result(None if timeout is None else timeout + 1.0)
-            except concurrent.futures.TimeoutError:
-                self.loop.call_soon_threadsafe(lambda: tasks and tasks[0].cancel())
-                raise HookTimeout(timeout or 0) from None
-        ok, value = box
-        if ok:
-            return value
-        raise value
-
-    def close(self) -> None:
-        loop = self.loop
-        if loop.is_closed():
-            return
-
-        def stop() -> None:
-            for task in self._asyncio.all_tasks(loop):
-                task.cancel()
-            loop.stop()
-
-        try:
-            loop.call_soon_threadsafe(stop)
-        except RuntimeError:
-            return
-        self.thread.join(2.0)
-        if not self.thread.is_alive():
-            loop.close()
-
-
-def _outcome(task: Any) -> tuple[bool, Any]:
-    if task.cancelled():
-        return False, RuntimeError("the kernel shut down its event loop before the coroutine finished")
-    return task.result()
-
-
-async def _boxed(awaitable: Any, timeout: float | None) -> tuple[bool, Any]:
-    """Await ``awaitable`` (at most ``timeout`` s) and box the outcome, so no exception escapes the loop."""
-    import asyncio
-
-    try:
-        if timeout is None:
-            return True, await awaitable
-        return True, await asyncio.wait_for(_as_coroutine(awaitable), timeout)
-    except TimeoutError:
-        return False, HookTimeout(timeout or 0)
-    except BaseException as exc:
-        return False, exc
-
-
-def _as_list(chain: Chain, result: Any) -> list[Any]:
-    if chain.firstresult:
-        return [] if result is None else [result]
-    return result
-
-
 def _call_order(cb: Callback) -> tuple[int, tuple[str, str], int]:
     if cb.impl is not None and cb.impl.plugin is None:
         # call_extra's functions: first of the normal tier, as pluggy calls them.
@@ -947,34 +600,3 @@ def _close_quietly(gen: Any) -> None:
     except BaseException as exc:
         if propagates(exc):
             raise
-
-
-def in_daemon_thread(fn: Callable[[], Any], timeout: float | None) -> Any:
-    """Run ``fn`` on a new daemon thread and wait for it, at most ``timeout`` seconds.
-
-    A daemon thread, unlike a pool worker, never keeps the process alive at
-    exit when a plugin's code hangs in it.  The caller's context variables
-    are visible to ``fn``.
-    """
-    box: dict[str, Any] = {}
-    done = threading.Event()
-    context = contextvars.copy_context()
-
-    def run() -> None:
-        try:
-            box["result"] = context.run(fn)
-        except BaseException as exc:  # re-raised in the caller's thread
-            box["error"] = exc
-        finally:
-            done.set()
-
-    threading.Thread(target=run, name="hermes-hook", daemon=True).start()
-    if not done.wait(timeout):
-        raise HookTimeout(timeout or 0)
-    if "error" in box:
-        raise box["error"]
-    return box.get("result")
-
-
-async def _as_coroutine(awaitable: Any) -> Any:
-    return await awaitable

@@ -146,7 +146,14 @@ class ServiceManager:
                 module = importlib.import_module(service.module)
                 _install_members(service, module)
                 self.attached[name] = module
-                self.pm.register(module, name)
+                try:
+                    self.pm.register(module, name)  # runs its service_attach (a historic hook)
+                except BaseException:
+                    # Not attached after all: the next use tries again, nothing half-made stays.
+                    del self.attached[name]
+                    if self.pm.is_registered(module):
+                        self.pm.unregister(module)
+                    raise
         return module
 
     def for_attribute(self, name: str) -> Service | None:
