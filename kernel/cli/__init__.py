@@ -8,15 +8,17 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..commands import CliCommand
 from ..core.kernel import Kernel, PluginInfo
 from ..core.log import shown
 from ..core.safe_yaml import DataRefused, load_json
 from . import chat, doctor, gateway, hooks, install, logs
 from . import plugins as plugins_group
 from .common import loaded_kernel
+
+if TYPE_CHECKING:
+    from ..commands import CliCommand
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -82,6 +84,8 @@ def _add_plugin_commands(commands: Any, kernel: Kernel) -> None:
         name, register_cli = memory_cli
         sub = commands.add_parser(name, help=f"the active memory provider '{name}'")
         plugin = kernel.slots.get("memory", name).plugin
+        from ..commands import CliCommand
+
         sub.set_defaults(plugin_command=CliCommand(name, "", register_cli, None, plugin))
         try:
             register_cli(sub)

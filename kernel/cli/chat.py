@@ -16,7 +16,6 @@ import contextlib
 import copy
 import json
 import sys
-import tempfile
 import textwrap
 from collections import Counter
 from pathlib import Path
@@ -470,6 +469,8 @@ def _demo(args: argparse.Namespace) -> int:
     if not script.is_file():
         print(f"error: the demo script is missing: {script}", file=sys.stderr)
         return 1
+    import tempfile
+
     with (
         tempfile.TemporaryDirectory(prefix="hermes-kernel-demo-") as home,
         Kernel(home=home, config=demo_config(script)) as kernel,

@@ -5,12 +5,13 @@ from __future__ import annotations
 import contextlib
 import copy
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from . import state
 from .manifest import yaml_problem
-from .safe_yaml import MAX_CONFIG_BYTES, MAX_DOTENV_BYTES, read_yaml
+from .safe_yaml import MAX_CONFIG_BYTES, MAX_DOTENV_BYTES, load_yaml, read_bounded
 
 TRUTHY = frozenset({"1", "true", "yes", "on"})
 
@@ -30,24 +31,26 @@ def resolve_home(home: str | os.PathLike[str] | None) -> Path:
     return Path.home() / ".hermes"
 
 
-def load_config(home: Path, override: Mapping[str, Any] | None) -> tuple[dict[str, Any], list[str]]:
+def load_config(
+    home: Path, override: Mapping[str, Any] | None, later: list[Callable[[], None]] | None = None
+) -> tuple[dict[str, Any], list[str]]:
     """Read ``<home>/config.yaml`` and deep-merge ``override`` over it.
 
     Never raises: a missing file is an empty config; an unreadable or malformed
-    one is reported in the returned problem list and ignored.
+    one is reported in the returned problem list and ignored.  A parse that
+    could not be remembered yet (no cache folder) leaves in ``later`` the call
+    that remembers it, for when the kernel writes its caches.
     """
     problems: list[str] = []
     data: dict[str, Any] = {}
     path = home / "config.yaml"
     if path.is_file():
-        import yaml
-
         try:
-            loaded = read_yaml(path, MAX_CONFIG_BYTES, "config.yaml")
+            loaded = _read_config(home, path, later)
         except (OSError, UnicodeDecodeError) as exc:
             problems.append(f"{path}: cannot read the file ({exc}); using defaults")
-        except yaml.YAMLError as exc:
-            problems.append(f"{path}: not valid YAML ({yaml_problem(exc)}); using defaults")
+        except ConfigYamlError as exc:
+            problems.append(f"{path}: not valid YAML ({exc}); using defaults")
         else:
             if isinstance(loaded, dict):
                 data = loaded
@@ -65,6 +68,28 @@ def load_config(home: Path, override: Mapping[str, Any] | None) -> tuple[dict[st
     if override:
         data = deep_merge(data, override)
     return data, problems
+
+
+class ConfigYamlError(ValueError):
+    """``config.yaml`` is not valid YAML (the message says where)."""
+
+
+def _read_config(home: Path, path: Path, later: list[Callable[[], None]] | None) -> Any:
+    """The parsed ``config.yaml``; the same text as last time is answered from the cache."""
+    text = read_bounded(path, MAX_CONFIG_BYTES, "config.yaml")
+    digest = state.text_digest(text)
+    hit, data = state.cached_config(home, digest)
+    if hit:
+        return data
+    import yaml
+
+    try:
+        data = load_yaml(text)
+    except yaml.YAMLError as exc:
+        raise ConfigYamlError(yaml_problem(exc)) from None
+    if not state.remember_config(home, digest, data) and later is not None:
+        later.append(lambda: state.remember_config(home, digest, data))
+    return data
 
 
 def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:

@@ -210,21 +210,21 @@ def _installed_signature() -> list[Any] | None:
 
     now = time.time_ns()
     out: list[Any] = [sys.version]
-    for entry in sys.path:
+    for entry in dict.fromkeys(os.path.abspath(p or ".") for p in sys.path):
         try:
-            stat = os.stat(entry or ".")
+            stat = os.stat(entry)
         except OSError:
             out.append([entry, None])
             continue
         times = [stat.st_mtime_ns]
-        if os.path.isdir(entry or "."):
+        if os.path.isdir(entry):
             try:
-                names = sorted(n for n in os.listdir(entry or ".") if n.endswith((".dist-info", ".egg-info")))
+                names = sorted(n for n in os.listdir(entry) if n.endswith((".dist-info", ".egg-info")))
             except OSError:
                 names = []
             for name in names:
                 try:
-                    times.append(os.stat(os.path.join(entry or ".", name, "entry_points.txt")).st_mtime_ns)
+                    times.append(os.stat(os.path.join(entry, name, "entry_points.txt")).st_mtime_ns)
                 except OSError:
                     times.append(0)
         if max(times) > now - _RACY_NS:

@@ -60,7 +60,9 @@ class Kernel(Loader):
         self.home: Path = resolve_home(home)
         self.approver = approver
         self._config_override = copy.deepcopy(dict(config)) if config else None
-        self.config, self.problems = load_config(self.home, config)
+        # Caches to write once the kernel writes any (a constructed kernel writes nothing).
+        self._remember: list[Callable[[], None]] = []
+        self.config, self.problems = load_config(self.home, config, self._remember)
         self.debug = truthy(os.environ.get("HERMES_PLUGINS_DEBUG"))
         self._namespace = self._claim_namespace()
         self._logging = KernelLogging(self.home, self.debug, self._namespace)
@@ -204,6 +206,9 @@ class Kernel(Loader):
             self.log.debug("source_skipped", source="project", reason="HERMES_ENABLE_PROJECT_PLUGINS not set")
         groups.append(scan_entry_points(self.log, cache=self.home / ENTRY_POINTS_CACHE))
         cache.save()
+        if cache.path.parent.is_dir():
+            while self._remember:
+                self._remember.pop()()
         return groups
 
     def _fingerprint(self, merged: dict[str, Candidate], refused: list[Candidate]) -> str:

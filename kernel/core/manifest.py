@@ -5,11 +5,12 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import yaml
+from typing import TYPE_CHECKING, Any
 
 from .safe_yaml import MAX_MANIFEST_BYTES, load_yaml, read_bounded
+
+if TYPE_CHECKING:
+    import yaml
 
 MANIFEST_NAMES = ("plugin.yaml", "plugin.yml")
 
@@ -101,6 +102,8 @@ def load_manifest(path: Path, default_name: str, cache: Any = None) -> Manifest:
         text = read_bounded(path, MAX_MANIFEST_BYTES, "plugin.yaml")
     except (OSError, UnicodeDecodeError) as exc:
         raise ManifestError(path, f"cannot read the file: {exc}") from None
+    import yaml
+
     try:
         data = load_yaml(text)
     except yaml.YAMLError as exc:

@@ -15,12 +15,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
-
-# The C loader is the same safe loader as yaml.safe_load, about ten times faster.
-SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+if TYPE_CHECKING:
+    pass
 
 # Values a document may expand to once its aliases are resolved.
 MAX_NODES = 100_000
@@ -37,16 +35,49 @@ MAX_JSON_DEPTH = 100
 MAX_JSON_VALUES = 1_000_000
 
 
-class YamlRefused(yaml.YAMLError):
-    """A YAML document refused for what its aliases do (it parses, but is not read)."""
+def _yaml() -> Any:
+    """PyYAML, imported on first use: a start-up that finds every file in its caches never needs it."""
+    import yaml
 
-    def __init__(self, problem: str, mark: Any = None) -> None:
-        super().__init__(problem)
-        self.problem = problem
-        self.problem_mark = mark
+    return yaml
 
-    def __str__(self) -> str:
-        return self.problem
+
+def _loader() -> Any:
+    # The C loader is the same safe loader as yaml.safe_load, about ten times faster.
+    yaml = _yaml()
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+_refused: type | None = None
+
+
+def _refused_class() -> type:
+    """``YamlRefused``: a ``yaml.YAMLError``, so made once PyYAML is imported."""
+    global _refused
+    if _refused is None:
+
+        class YamlRefused(_yaml().YAMLError):
+            """A YAML document refused for what its aliases do (it parses, but is not read)."""
+
+            def __init__(self, problem: str, mark: Any = None) -> None:
+                super().__init__(problem)
+                self.problem = problem
+                self.problem_mark = mark
+
+            def __str__(self) -> str:
+                return self.problem
+
+        YamlRefused.__module__ = __name__
+        _refused = YamlRefused
+    return _refused
+
+
+def __getattr__(name: str) -> Any:
+    if name == "YamlRefused":
+        return _refused_class()
+    if name == "SAFE_LOADER":
+        return _loader()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class FileTooLarge(OSError):
@@ -76,7 +107,7 @@ def load_yaml(text: str) -> Any:
     """Load YAML text with the safe loader, refusing alias bombs and self-references."""
     if "*" in text:
         _check_aliases(text)
-    return yaml.load(text, Loader=SAFE_LOADER)  # noqa: S506 - a safe loader
+    return _yaml().load(text, Loader=_loader())
 
 
 def _check_aliases(text: str) -> None:
@@ -84,7 +115,8 @@ def _check_aliases(text: str) -> None:
     # (no object is built): an alias adds its anchor's size where it stands.
     sizes: dict[str, int] = {}
     stack: list[list[Any]] = [[None, 0]]  # [anchor, size so far] of each open collection
-    for event in yaml.parse(text, Loader=SAFE_LOADER):
+    yaml = _yaml()
+    for event in yaml.parse(text, Loader=_loader()):
         if isinstance(event, yaml.CollectionStartEvent):
             stack.append([event.anchor, 1])
             continue
@@ -98,7 +130,7 @@ def _check_aliases(text: str) -> None:
                 sizes[event.anchor] = 1
         elif isinstance(event, yaml.AliasEvent):
             if any(entry[0] == event.anchor for entry in stack):
-                raise YamlRefused(
+                raise _refused_class()(
                     f"the alias *{event.anchor} points into the collection that contains it (a "
                     "self-reference); write the value out instead",
                     event.start_mark,
@@ -108,7 +140,7 @@ def _check_aliases(text: str) -> None:
             continue
         stack[-1][1] += size
         if stack[-1][1] > MAX_NODES or size > MAX_NODES:
-            raise YamlRefused(
+            raise _refused_class()(
                 f"its aliases expand to more than {MAX_NODES:,} values (an alias bomb); write the "
                 "values out instead",
                 event.start_mark,

@@ -12,8 +12,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-import yaml
-
 from .config import section
 from .safe_yaml import MAX_CONFIG_BYTES, data_problem, read_yaml
 
@@ -68,6 +66,8 @@ def write_setting(home: Path, config: dict[str, Any], plugin_id: str, key: str, 
     problem = data_problem(value)
     if problem is not None:
         raise ValueError(f"plugin '{plugin_id}': setting {key!r} cannot be stored: it holds {problem}")
+    import yaml
+
     try:
         yaml.safe_dump(value)
     except yaml.YAMLError as exc:
@@ -98,6 +98,8 @@ def update_config(
     counts as empty.  A malformed file is left untouched and ``ValueError`` names
     it (``what`` says what was not written).  Comments are not preserved.
     """
+    import yaml
+
     path = home / "config.yaml"
     with _write_lock, file_lock(path):
         data: Any = {}

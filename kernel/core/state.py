@@ -21,6 +21,7 @@ from typing import Any
 
 STATE_FILE = Path("cache") / "plugins-state.json"
 MANIFESTS_FILE = Path("cache") / "manifests.json"
+CONFIG_FILE = Path("cache") / "config.json"
 FORMAT = 1
 #: Bounds of the manifest cache: entries kept, and the size of the file read back.
 MAX_CACHED_MANIFESTS = 20_000
@@ -161,10 +162,7 @@ class ManifestCache:
             # Changed just now: a second change within the clock's granularity would keep the same
             # identity (git's "racily clean" case), so it is parsed again until it is older.
             return
-        try:
-            same = json.loads(json.dumps(data)) == data
-        except (TypeError, ValueError, RecursionError):
-            same = False
+        same = _faithful(data)
         key = str(file)
         entries = self._read()
         if same and (key in entries or len(entries) < MAX_CACHED_MANIFESTS):
@@ -180,3 +178,42 @@ class ManifestCache:
         kept = {k: v for k, v in entries.items() if k in self._used}
         self._entries, self._dirty = kept, False
         write_atomic(self.path, json.dumps({"format": FORMAT, "entries": kept}))
+
+
+def _faithful(data: Any) -> bool:
+    """Whether JSON gives ``data`` back unchanged (a YAML date, set or non-string key does not)."""
+    try:
+        return json.loads(json.dumps(data)) == data
+    except (TypeError, ValueError, RecursionError):
+        return False
+
+
+def text_digest(text: str) -> str:
+    digest = _hasher()
+    digest.update(text.encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()
+
+
+def cached_config(home: Path, digest: str) -> tuple[bool, Any]:
+    """``(True, data)`` when ``config.yaml`` with content ``digest`` was parsed before."""
+    path = home / CONFIG_FILE
+    try:
+        if path.stat().st_size > MAX_MANIFESTS_FILE_BYTES:
+            return False, None
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return False, None
+    if isinstance(data, dict) and data.get("format") == FORMAT and data.get("digest") == digest:
+        return True, data.get("data")
+    return False, None
+
+
+def remember_config(home: Path, digest: str, data: Any) -> bool:
+    """Keep the parse of ``config.yaml`` for the next start, in a cache folder that exists already
+    (a kernel never creates one just by being constructed); ``False`` when there is none yet."""
+    path = home / CONFIG_FILE
+    if not path.parent.is_dir():
+        return False
+    if _faithful(data):
+        write_atomic(path, json.dumps({"format": FORMAT, "digest": digest, "data": data}))
+    return True

@@ -49,7 +49,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_startup import StartupError, bench_startup, print_startup
+from bench_startup import StartupError, bench_startup, clean_env, print_startup
 
 DISPATCH_TARGET = 1.10  # kernel / plain loop
 LOAD_TARGET_MS = 0.40  # per plugin
@@ -598,12 +598,7 @@ def bench_load(counts: list[int], runs: int, log: Callable[[str], None]) -> list
         bundled.mkdir()
         cwd = tmp / "cwd"
         cwd.mkdir()
-        env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith("HERMES_") and k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")
-        }
-        env["HERMES_BUNDLED_PLUGINS"] = str(bundled)
+        env = clean_env(bundled)
         out = []
         for n in counts:
             home = tmp / f"home-{n}"

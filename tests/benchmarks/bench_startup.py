@@ -89,14 +89,17 @@ class StartupError(RuntimeError):
     """The start-up benchmark is not sound (a command failed, a plugin did not load)."""
 
 
-def _clean_env(bundled: Path, home: Path) -> dict[str, str]:
+def clean_env(bundled: Path, home: Path | None = None) -> dict[str, str]:
+    """The environment of a measuring child: no HERMES_* of this machine, bytecode caches on, the
+    bundled plugins replaced by ``bundled`` (an empty folder)."""
     env = {
         k: v
         for k, v in os.environ.items()
         if not k.startswith("HERMES_") and k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")
     }
     env["HERMES_BUNDLED_PLUGINS"] = str(bundled)
-    env["HERMES_HOME"] = str(home)
+    if home is not None:
+        env["HERMES_HOME"] = str(home)
     return env
 
 
@@ -175,7 +178,7 @@ def bench_startup(
 
         home = tmp / "list-home"
         _write_list_home(home)
-        env = _clean_env(bundled, home)
+        env = clean_env(bundled, home)
         commands = {
             "kernel": [sys.executable, "-m", "kernel", "plugins", "list"],
             "import_kernel": [sys.executable, "-c", "import kernel"],
@@ -190,7 +193,7 @@ def bench_startup(
         write_plugins(home / "plugins", n)
         names = "".join(f"    - gen_{i:04d}\n" for i in range(n))
         (home / "config.yaml").write_text(f"plugins:\n  enabled:\n{names}", encoding="utf-8")
-        env = _clean_env(bundled, home)
+        env = clean_env(bundled, home)
         sides = {
             "kernel": (sys.executable, OUR_LOAD_CHILD),
             "import-only floor": (sys.executable, FLOOR_LOAD_CHILD),

@@ -1,0 +1,117 @@
+"""Start-up does only what it must: a current ``plugins list`` parses no YAML and imports no service.
+
+The second ``hermes-kernel plugins list`` of an unchanged home answers from the saved list, the
+parsed ``config.yaml`` and manifests, and the remembered entry points: it imports neither PyYAML,
+structlog, asyncio nor ``importlib.metadata``, and no service module.  The config cache follows the
+file's content, and a kernel that is only constructed writes nothing into the home.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import REPO, write_plugin
+
+from kernel import Kernel
+from kernel.core.state import CONFIG_FILE
+
+PROBE = """
+import json, runpy, sys
+sys.argv = ["hermes-kernel", "plugins", "list", "--json"]
+try:
+    runpy.run_module("kernel", run_name="__main__")
+except SystemExit:
+    pass
+heavy = ["yaml", "structlog", "asyncio", "importlib.metadata", "dotenv", "blinker", "httpx"]
+services = sorted(m for m in sys.modules if m.startswith(("kernel.tools", "kernel.providers",
+                  "kernel.gateway", "kernel.surfaces", "kernel.events", "kernel.llm", "kernel.agent")))
+print("PROBE " + json.dumps({"heavy": [m for m in heavy if m in sys.modules], "services": services}))
+"""
+
+HOOK_PLUGIN = "def register(ctx):\n    ctx.register_hook('post_tool_call', lambda **kw: None)\n"
+
+
+def age_tree(root: Path) -> None:
+    then = time.time() - 3600
+    for path in [root, *root.rglob("*")]:
+        os.utime(path, (then, then))
+
+
+def probe(home: Path, cwd: Path, bundled: Path) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HERMES_")}
+    env.update(HERMES_HOME=str(home), HERMES_BUNDLED_PLUGINS=str(bundled), PYTHONPATH=str(REPO))
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    line = next((x for x in proc.stdout.splitlines() if x.startswith("PROBE ")), None)
+    assert line is not None, proc.stdout + proc.stderr
+    return json.loads(line.split(" ", 1)[1])
+
+
+def test_a_current_plugins_list_parses_no_yaml_and_imports_no_service(tmp_path: Path, bundled: Path) -> None:
+    home = tmp_path / "home"
+    for i in range(3):
+        write_plugin(home / "plugins", f"p{i}", HOOK_PLUGIN)
+    (home / "config.yaml").write_text("plugins:\n  register_timeout: 20\n", encoding="utf-8")
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    age_tree(home)
+    age_tree(cwd)
+    first = probe(home, cwd, bundled)  # loads, then saves the list and the caches
+    assert "yaml" in first["heavy"]
+    second = probe(home, cwd, bundled)
+    assert second == {"heavy": [], "services": []}
+
+
+def test_the_config_cache_follows_the_content(home: Path) -> None:
+    (home / "cache").mkdir()
+    (home / "config.yaml").write_text("model:\n  provider: one\n", encoding="utf-8")
+    assert Kernel(home=home).config["model"]["provider"] == "one"
+    assert (home / CONFIG_FILE).is_file()
+    assert Kernel(home=home).config["model"]["provider"] == "one"  # from the cache
+    (home / "config.yaml").write_text("model:\n  provider: two\n", encoding="utf-8")  # same size
+    assert Kernel(home=home).config["model"]["provider"] == "two"
+
+
+def test_a_config_json_cannot_hold_is_read_from_the_file_every_time(home: Path) -> None:
+    (home / "cache").mkdir()
+    (home / "config.yaml").write_text(
+        "plugins:\n  entries:\n    x:\n      settings:\n        d: 2026-12-01\n"
+    )
+    for _ in range(2):
+        value = Kernel(home=home).config["plugins"]["entries"]["x"]["settings"]["d"]
+        assert str(value) == "2026-12-01" and not isinstance(value, str)
+    assert not (home / CONFIG_FILE).exists()
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"\xff\xfe", b"[" * 100_000, b'{"format": 1, "digest": "0", "data": {"model": {"provider": "evil"}}}'],
+    ids=["garbage", "deep", "another-digest"],
+)
+def test_a_broken_or_foreign_config_cache_is_not_used(home: Path, content: bytes) -> None:
+    (home / "cache").mkdir()
+    (home / CONFIG_FILE).write_bytes(content)
+    (home / "config.yaml").write_text("model:\n  provider: mine\n", encoding="utf-8")
+    assert Kernel(home=home).config["model"]["provider"] == "mine"
+
+
+def test_constructing_a_kernel_writes_nothing_into_the_home(tmp_path: Path) -> None:
+    home = tmp_path / "fresh"
+    home.mkdir()
+    (home / "config.yaml").write_text("model:\n  provider: x\n", encoding="utf-8")
+    k = Kernel(home=home)
+    assert k.config["model"]["provider"] == "x"
+    assert sorted(p.name for p in home.iterdir()) == ["config.yaml"]
