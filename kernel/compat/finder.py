@@ -26,7 +26,6 @@ that wanted the shims has shut down.
 from __future__ import annotations
 
 import importlib
-import importlib.abc
 import importlib.machinery
 import sys
 import threading
@@ -59,8 +58,16 @@ SHIMS: dict[str, tuple[str | None, bool]] = {
 _IMPL_PACKAGE = "kernel.compat.shims"
 
 
-class ShimFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Finder and loader of the Hermes shim modules (one instance, :data:`FINDER`)."""
+class ShimFinder:
+    """Finder and loader of the Hermes shim modules (one instance, :data:`FINDER`).
+
+    It has the methods the import system calls (``find_spec``, ``create_module``, ``exec_module``)
+    without the ``importlib.abc`` base classes, whose import (``importlib.resources``) would cost more
+    than the rest of the compatibility layer.
+    """
+
+    def invalidate_caches(self) -> None:
+        """Nothing to invalidate (``importlib.invalidate_caches()`` calls it)."""
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
