@@ -136,6 +136,15 @@ def run_json(text: str) -> Any:
         pytest.fail(f"not JSON: {text!r}")
 
 
+def run_probe(code: str, *args: str, cwd: Path, env: dict[str, str], marker: str = "PROBE") -> Any:
+    """Run ``code`` in a fresh interpreter; its result is the JSON it prints after ``<marker> ``."""
+    command = [sys.executable, "-c", code, *args]
+    proc = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=120, check=False)
+    line = next((x for x in proc.stdout.splitlines() if x.startswith(marker + " ")), None)
+    assert proc.returncode == 0 and line is not None, proc.stdout + proc.stderr
+    return json.loads(line.split(" ", 1)[1])
+
+
 def cli_env(home: Path, **extra: str) -> dict[str, str]:
     """The environment for running ``hermes-kernel`` as a subprocess against ``home``."""
     env = {k: v for k, v in os.environ.items() if k not in _ENV_TO_CLEAR}

@@ -8,12 +8,13 @@ project's venv, so that its dependency ``rich`` does not slow down ``import stru
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 import tomllib
 from pathlib import Path
+
+from conftest import run_probe
 
 REPO = Path(__file__).resolve().parent.parent
 KERNEL = REPO / "kernel"
@@ -101,7 +102,7 @@ assert k.plugin("observer").enabled, k.plugin("observer").error
 k.invoke_hook("post_tool_call", tool_name="t", args={}, result="r", task_id="", session_id="",
               tool_call_id="", duration_ms=0)
 k.shutdown()
-print(json.dumps({"services": k.services, "modules": sorted(sys.modules)}))
+print("PROBE " + json.dumps({"services": k.services, "modules": sorted(sys.modules)}))
 """
 
 
@@ -110,17 +111,7 @@ def _probe(tmp_path: Path, services: str) -> dict:
     bundled.mkdir()
     env = {**os.environ, "HERMES_BUNDLED_PLUGINS": str(bundled), "PYTHONPATH": str(REPO)}
     env.pop("HERMES_HOME", None)
-    proc = subprocess.run(
-        [sys.executable, "-c", PROBE, str(tmp_path / "home"), services],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout.splitlines()[-1])
+    return run_probe(PROBE, str(tmp_path / "home"), services, cwd=tmp_path, env=env)
 
 
 def test_the_core_runs_plugins_with_no_service_at_all(tmp_path: Path) -> None:

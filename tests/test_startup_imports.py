@@ -8,15 +8,12 @@ file's content, and a kernel that is only constructed writes nothing into the ho
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, write_plugin
+from conftest import REPO, run_probe, write_plugin
 
 from kernel import Kernel
 from kernel.core.state import CONFIG_FILE
@@ -46,18 +43,7 @@ def age_tree(root: Path) -> None:
 def probe(home: Path, cwd: Path, bundled: Path) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("HERMES_")}
     env.update(HERMES_HOME=str(home), HERMES_BUNDLED_PLUGINS=str(bundled), PYTHONPATH=str(REPO))
-    proc = subprocess.run(
-        [sys.executable, "-c", PROBE],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    line = next((x for x in proc.stdout.splitlines() if x.startswith("PROBE ")), None)
-    assert line is not None, proc.stdout + proc.stderr
-    return json.loads(line.split(" ", 1)[1])
+    return run_probe(PROBE, cwd=cwd, env=env)
 
 
 def test_a_current_plugins_list_parses_no_yaml_and_imports_no_service(tmp_path: Path, bundled: Path) -> None:
