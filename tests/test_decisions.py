@@ -359,9 +359,6 @@ def test_terminal_approver_denies_on_eof_and_without_terminal(monkeypatch):
         '{"action": "modify", "args": "x=2"}',
         '{"action": "modify"}',
         '{"decision": "modify", "tool_input": ["x"]}',
-        '{"action": "block", "message": 42}',
-        '{"decision": "block", "reason": ["no"]}',
-        '{"action": "approve", "message": 7}',
     ],
     ids=[
         "string",
@@ -370,9 +367,6 @@ def test_terminal_approver_denies_on_eof_and_without_terminal(monkeypatch):
         "modify-args-not-dict",
         "modify-no-args",
         "modify-tool-input-list",
-        "block-int-message",
-        "block-list-reason",
-        "approve-int-message",
     ],
 )
 def test_malformed_decision_is_logged_and_ignored(base, make_kernel, sink, home, decision):
@@ -385,6 +379,39 @@ def test_malformed_decision_is_logged_and_ignored(base, make_kernel, sink, home,
     assert lines, agent_log(home)
     assert any("sloppy" in line for line in lines), lines
     assert k.plugin("sloppy").disabled_hooks == [], "a malformed answer does not disable the hook"
+
+
+@pytest.mark.parametrize(
+    "decision",
+    ['{"action": "block", "message": 42}', '{"decision": "block", "reason": ["no"]}', '{"action": "block"}'],
+    ids=["int-message", "list-reason", "no-message"],
+)
+def test_a_block_with_a_malformed_message_still_blocks(base, make_kernel, sink, decision):
+    """Fail closed (issue 16): the guard wanted the call stopped; a bad message does not let it through."""
+    base("sloppy_guard", decision)
+    k = make_kernel()
+    out = run_json(k.tools.dispatch("act", {"x": 1}))
+    assert out["error"] == "tool call blocked by plugin 'sloppy_guard'"
+    assert handler_calls(sink) == []
+
+
+@pytest.mark.parametrize("answer", [True, False])
+def test_an_approve_with_malformed_fields_still_asks_with_the_tool_as_rule(
+    base, approving_kernel, sink, answer
+):
+    """An approve whose ``rule_key`` or message is not a string asks the approver anyway; the rule key is
+    then the tool's name (Hermes' ``rule_key or tool_name``), and a denial blocks."""
+    base("sloppy_asker", '{"action": "approve", "message": 7, "rule_key": 5}')
+    recorder = Recorder(answer)
+    k = approving_kernel(recorder)
+    out = run_json(k.tools.dispatch("act", {"x": 1}))
+    assert [(r.tool_name, r.rule_key, r.message, r.plugin) for r in recorder.requests] == [
+        ("act", "act", "", "sloppy_asker")
+    ]
+    if answer:
+        assert out == {"ran": {"x": 1}}
+    else:
+        assert "not approved" in out["error"] and handler_calls(sink) == []
 
 
 def test_malformed_decision_does_not_hide_other_plugins_decisions(base, make_kernel, sink, home):
@@ -437,6 +464,13 @@ def register(ctx):
         ({"decision": "modify", "tool_input": {"a": 1}}, ("modify", {"a": 1})),
         ({"action": "approve", "message": "ask"}, ("approve", ("ask", None))),
         ({"action": "approve", "message": "ask", "rule_key": "k"}, ("approve", ("ask", "k"))),
+        ({"action": "approve", "message": "ask", "rule_key": " k \n"}, ("approve", ("ask", "k"))),
+        # Malformed fields of a block or an approve never turn it into "no opinion" (fail closed).
+        ({"action": "block", "message": 3}, ("block", "")),
+        ({"decision": "block", "reason": None}, ("block", "")),
+        ({"action": "approve", "message": ["m"]}, ("approve", ("", None))),
+        ({"action": "approve", "message": "m", "rule_key": 5}, ("approve", ("m", None))),
+        ({"action": "approve", "message": "m", "rule_key": "  "}, ("approve", ("m", None))),
     ],
 )
 def test_parse_decision_recognised_answers(value, expected):
@@ -453,10 +487,6 @@ def test_parse_decision_recognised_answers(value, expected):
         {"action": "modify"},
         {"action": "modify", "args": "a=1"},
         {"decision": "modify", "tool_input": [1]},
-        {"action": "block", "message": 3},
-        {"decision": "block", "reason": None},
-        {"action": "approve", "message": ["m"]},
-        {"action": "approve", "message": "m", "rule_key": 5},
     ],
 )
 def test_parse_decision_rejects_malformed_answers(value):

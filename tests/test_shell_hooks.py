@@ -161,6 +161,32 @@ def test_mapping_form_matcher_is_a_full_regex_match(kernel, tmp_path):
     assert [name for name, _ in calls] == ["action", "a"]
 
 
+@pytest.mark.parametrize(
+    ("matcher", "blocked"),
+    [("terminal\n", {"terminal"}), ("  terminal  ", {"terminal"}), ("   ", {"terminal", "other"})],
+    ids=["block-scalar-newline", "spaces", "blank-matches-all"],
+)
+def test_a_matcher_is_trimmed_as_hermes_trims_it(kernel, tmp_path, matcher, blocked):
+    """Issue 16: an untrimmed matcher ("terminal\\n" from a YAML block scalar) made the guard silently
+    never run; a whitespace-only matcher matches every tool, as in Hermes."""
+    guard = echo(tmp_path, "guard.py", {"action": "block", "message": "guarded"})
+    k = kernel({"pre_tool_call": [{"command": guard, "matcher": matcher}]})
+    add_tools(k, "terminal", "other")
+    outcome = {name: run_json(k.tools.dispatch(name, {})) for name in ("terminal", "other")}
+    assert {name for name, out in outcome.items() if out == {"error": "guarded"}} == blocked
+
+
+def test_a_shell_hook_block_with_a_malformed_message_still_blocks(kernel, tmp_path):
+    """Fail closed (issue 16): ``{"action": "block", "message": 42}`` on stdout blocks, with the
+    default message, instead of being read as no opinion."""
+    k = kernel(
+        {"pre_tool_call": [{"command": echo(tmp_path, "guard.py", {"action": "block", "message": 42})}]}
+    )
+    calls = add_tools(k, "act")
+    out = run_json(k.tools.dispatch("act", {}))
+    assert "blocked" in out["error"] and calls == []
+
+
 def test_a_bad_regex_matches_literally_with_a_warning(kernel, tmp_path):
     k = kernel(
         {

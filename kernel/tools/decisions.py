@@ -48,8 +48,10 @@ def parse_decision(value: Any) -> tuple[str, Any] | None:
 
     Raises :class:`MalformedDecision` for an answer that is neither no opinion
     nor a recognised decision (the kernel logs it and treats it as no
-    opinion).  Anything else raised while reading a hostile answer (a raising
-    ``__eq__``, arguments that cannot be copied) is the callback's failure.
+    opinion).  A block or an approve whose message or ``rule_key`` is not a
+    string still blocks, or still asks (with an empty message and no key).
+    Anything else raised while reading a hostile answer (a raising ``__eq__``,
+    arguments that cannot be copied) is the callback's failure.
     """
     if value is None:
         return None
@@ -64,17 +66,16 @@ def parse_decision(value: Any) -> tuple[str, Any] | None:
             return None
     if action is None or action in ("allow", "continue", "none"):
         return None
+    # A block or an approve is honoured even when its other fields are malformed: a guard that wanted
+    # the call stopped, or a human asked, must not be overruled by a typo (fail closed).
     if action == "block":
         message = value.get("message", value.get("reason", ""))
-        if not isinstance(message, str):
-            raise MalformedDecision("a block's message must be a string")
-        return "block", str.__str__(message)
+        return "block", str.__str__(message) if isinstance(message, str) else ""
     if action == "approve":
         message = value.get("message", value.get("reason", ""))
         rule_key = value.get("rule_key")
-        if not isinstance(message, str) or (rule_key is not None and not isinstance(rule_key, str)):
-            raise MalformedDecision("an approve's message and rule_key must be strings")
-        return "approve", (str.__str__(message), None if rule_key is None else str.__str__(rule_key))
+        rule_key = str.__str__(rule_key).strip() if isinstance(rule_key, str) else ""
+        return "approve", (str.__str__(message) if isinstance(message, str) else "", rule_key or None)
     if action == "modify":
         args = value.get("args", value.get("tool_input"))
         if not isinstance(args, dict):
@@ -171,7 +172,8 @@ def decide_tool_call(
                 args=copy.deepcopy(verdict.args),
                 message=message,
                 plugin=plugin,
-                rule_key=rule_key,
+                # No usable key of its own: the tool's name is the rule (as in Hermes).
+                rule_key=rule_key or tool_name,
                 session_id=context.get("session_id"),
                 task_id=context.get("task_id"),
             )

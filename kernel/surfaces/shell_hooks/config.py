@@ -186,6 +186,10 @@ def _add_entry(
     if pattern is not None:
         if not isinstance(pattern, str):
             return problem("matcher", f"must be a regular expression (a string), not {pattern!r}")
+        # Trimmed as Hermes trims it: a YAML block scalar's newline or a stray space would otherwise
+        # make a guard silently never match; a blank matcher matches every tool.
+        pattern = pattern.strip() or None
+    if pattern is not None:
         try:
             matcher = re.compile(pattern)
         except re.error as exc:
