@@ -164,7 +164,7 @@ def test_block_stops_the_handler_and_its_message_is_the_result(base, make_kernel
     out = run_json(k.tools.dispatch("act", {"x": 1}))
     assert out == {"error": "not today"}
     assert handler_calls(sink) == [], "a blocked call must not run the handler"
-    assert hook_calls(sink, "post") == []
+    assert hook_calls(sink, "post") == [("post", "act", {"x": 1})], "observers hear of the blocked call"
 
 
 @pytest.mark.parametrize("block_name", ["a_block", "z_block"])

@@ -183,7 +183,8 @@ def test_a_blocking_plugin_blocks_the_nested_call(plugins, plugin_dir, make_kern
     out = run_json(k.tools.dispatch("outer", {"tool": "inner", "args": {"q": 1}}, session_id="s1"))
     assert out == {"outer": True, "inner": {"error": "inner is off limits"}}
     assert inner_runs(plugins) == []
-    assert seen(plugins, "post", "inner") == []
+    # observers hear of the blocked nested call, marked blocked (issue 16, as in Hermes)
+    assert [e["status"] for e in seen(plugins, "post", "inner")] == ["blocked"]
     # the outer call itself was not blocked
     assert len(seen(plugins, "post", "outer")) == 1
 

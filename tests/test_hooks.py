@@ -642,14 +642,15 @@ def test_raising_pre_tool_call_blocks_the_call_then_is_disabled(
     blocked = run_json(k.tools.dispatch("stamp", {"mark": "one"}, session_id="s"))
     assert set(blocked) == {"error"}
     assert "gatekeeper" in blocked["error"]
-    assert sink.calls == [("gate", "stamp")]  # neither the handler nor post_tool_call ran
+    # The handler did not run; post_tool_call heard of the blocked call (issue 16, as in Hermes).
+    assert sink.calls == [("gate", "stamp"), ("post", "stamp")]
     info = k.plugin("gatekeeper")
     assert info.disabled_hooks == ["pre_tool_call"]
     assert "gate jammed" in info.hook_errors["pre_tool_call"]
 
     passed = run_json(k.tools.dispatch("stamp", json.dumps({"mark": "two"}), session_id="s"))
     assert passed == {"stamped": "two"}
-    assert sink.calls == [("gate", "stamp"), ("handler", "two"), ("post", "stamp")]
+    assert sink.calls == [("gate", "stamp"), ("post", "stamp"), ("handler", "two"), ("post", "stamp")]
 
 
 # --------------------------------------------------------------------------

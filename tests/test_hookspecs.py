@@ -250,10 +250,14 @@ def test_hook_post_tool_call(
     assert type(got["duration_ms"]) is int and got["duration_ms"] >= 0
     assert run_json(got["result"]) == failed
 
-    # A blocked call does not fire post_tool_call.
+    # A blocked call fires post_tool_call too (issue 16, as Hermes does), marked blocked.
     sink.calls.clear()
     assert run_json(k.tools.dispatch("probe", {"value": "stop"}, **TOOL_CONTEXT)) == {"error": "stopped"}
-    assert sink.calls == []
+    posts = [c for c in sink.calls if c[1] == "post_tool_call"]
+    assert len(posts) == 1
+    got = posts[0][2]
+    assert (got["status"], got["error_type"], got["error_message"]) == ("blocked", "plugin_block", "stopped")
+    assert got["duration_ms"] == 0 and run_json(got["result"]) == {"error": "stopped"}
 
 
 def test_hook_transform_tool_result(

@@ -526,7 +526,10 @@ def test_pre_tool_call_block_stops_the_handler(hooked_kernel, decision):
     assert out == {"error": "not today"}
     assert plugin_module(k, "rec").CALLS == []
     assert len(events(k, "pre")) == 1
-    assert events(k, "post") == []
+    posts = events(k, "post")  # observers hear of the blocked call (issue 16, as in Hermes)
+    assert [(e["status"], e["error_type"], e["error_message"]) for e in posts] == [
+        ("blocked", "plugin_block", "not today")
+    ]
     assert events(k, "transform") == []
 
 

@@ -119,22 +119,24 @@ def post_tool_call(
     """Observe a finished tool call.
 
     Fires in ``k.tools.dispatch`` after the handler has returned (or failed)
-    and before ``transform_tool_result``.  It does not fire for a call that
-    a ``pre_tool_call`` callback blocked.
+    and before ``transform_tool_result``; for a call that a ``pre_tool_call``
+    callback (or a denied approval) blocked, it fires with ``status="blocked"``
+    and no ``transform_tool_result`` follows.
 
     :param tool_name: the tool that ran.
     :param args: a copy of the arguments it was given.
     :param result: the JSON string the handler produced (an error JSON when
-        it failed or returned something other than a string).
+        it failed or returned something other than a string, or was blocked).
     :param task_id: as for ``pre_tool_call``.
     :param session_id: as for ``pre_tool_call``.
     :param tool_call_id: as for ``pre_tool_call``.
     :param turn_id: as for ``pre_tool_call``.
     :param api_request_id: as for ``pre_tool_call``.
-    :param duration_ms: wall time of the handler, in whole milliseconds.
-    :param status: ``"ok"`` or ``"error"``.
-    :param error_type: the exception class name when the handler failed.
-    :param error_message: the error text when the handler failed.
+    :param duration_ms: wall time of the handler, in whole milliseconds (0 when blocked).
+    :param status: ``"ok"``, ``"error"`` or ``"blocked"``.
+    :param error_type: the exception class name when the handler failed;
+        ``"plugin_block"`` when the call was blocked.
+    :param error_message: the error text when the handler failed; the block message when blocked.
 
     The return value is ignored.  Failure policy: observer (log, disable the
     callback, go on).

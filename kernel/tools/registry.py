@@ -354,7 +354,20 @@ class ToolRegistry:
             context = {**dict.fromkeys(HOOK_CONTEXT_KEYS), **inherited, **given}
             verdict = decide_tool_call(kernel, name, parsed, context)
             if verdict.blocked is not None:
-                return error_json(verdict.blocked)
+                result = error_json(verdict.blocked)
+                # Observers hear of a blocked call too, as in Hermes (no transform: nothing ran).
+                kernel.invoke_hook(
+                    "post_tool_call",
+                    **context,
+                    tool_name=name,
+                    args=copy.deepcopy(parsed),
+                    result=result,
+                    duration_ms=0,
+                    status="blocked",
+                    error_type="plugin_block",
+                    error_message=verdict.blocked,
+                )
+                return result
             parsed = verdict.args
             start = time.perf_counter()
             result, status, error_type, error_message = self._run_handler(tool, parsed, context)

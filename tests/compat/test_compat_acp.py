@@ -195,7 +195,7 @@ def test_deny_blocks_and_ask_goes_to_the_kernel_approver_in_a_real_turn(
     assert json.loads(turn.tool_calls[3].result)["result"] == 42
     assert turn.reply == "Done what I was allowed to."
 
-    # What ACP's API saw: one PreToolUse per call, one PostToolUse per call that ran.
+    # What ACP's API saw: one PreToolUse and one PostToolUse per call.
     seen = acp_api.posts()
     pre = [s for s in seen if s.path == "/govern/tool-use"]
     post = [s for s in seen if s.path == "/govern/tool-output"]
@@ -210,14 +210,20 @@ def test_deny_blocks_and_ask_goes_to_the_kernel_approver_in_a_real_turn(
         assert s.headers["x-gs-client"] == "hermes-plugin/0.3.2"
         assert s.json["hook_event_name"] == "PreToolUse"
     assert pre[0].json["tool_input"] == {"path": "keep.txt"}
+    # Hermes fires post_tool_call for a blocked call too (status "blocked"), and ACP reports and meters
+    # it as such: every call reaches PostToolUse, the blocked ones with the block as their output.
     assert [(s.json["tool_name"], s.json["call_id"]) for s in post] == [
+        ("delete_path", "call_1"),
+        ("write_file", "call_2"),
         ("write_file", "call_3"),
         ("calculate", "call_4"),
     ]
-    assert json.loads(post[0].json["tool_output"]) == {"written": "allowed.txt", "bytes": 3}
-    assert all("pre_lapse" not in s.json for s in post)  # every call that ran had its pre check
-    # Only the calls that ran reached post_tool_call (ACP meters them locally).
+    assert json.loads(post[0].json["tool_output"]) == {"error": "[ACP] Denied by policy: no deletes"}
+    assert json.loads(post[2].json["tool_output"]) == {"written": "allowed.txt", "bytes": 3}
+    assert all("pre_lapse" not in s.json for s in post)  # every call had its pre check
     assert rows(acp_env, "select tool_name, status from tool_calls order by id") == [
+        ("delete_path", "blocked"),
+        ("write_file", "blocked"),
         ("write_file", "ok"),
         ("calculate", "ok"),
     ]
