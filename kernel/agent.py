@@ -348,7 +348,17 @@ class AgentSession:
         k = self.kernel
         old = self.session_id
         self._end_memory()
-        self.session_id = _new_id("session")
+        new = _new_id("session")
+        # The session that ends is finalised first, as in Hermes' /new and /reset (docs/hooks.md).
+        k.invoke_hook(
+            "on_session_finalize",
+            session_id=old,
+            platform=self.platform,
+            old_session_id=old,
+            new_session_id=new,
+            reason=reason,
+        )
+        self.session_id = new
         self.messages = []
         self.turns = 0
         self._memory_ready = False

@@ -241,7 +241,16 @@ def test_reset_fires_on_session_reset_with_the_old_and_new_ids(harness: Callable
 
     new = session.reset("new")
     assert new == session.session_id != old
-    assert rec.names() == ["on_session_reset"]
+    # The session that ends is finalised first (issue 16; Hermes' /new does the same), then the reset.
+    assert rec.names() == ["on_session_finalize", "on_session_reset"]
+    (final,) = rec.of("on_session_finalize")
+    assert final == {
+        "session_id": old,
+        "platform": "cli",
+        "reason": "new",
+        "old_session_id": old,
+        "new_session_id": new,
+    }
     (reset,) = rec.of("on_session_reset")
     assert reset == {
         "session_id": new,

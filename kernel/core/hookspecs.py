@@ -435,7 +435,8 @@ def on_session_finalize(
     """The host closes a session for good.
 
     Fires when the CLI or the gateway finalises its active session (exit,
-    shutdown, or replacement by a new session).
+    shutdown, or replacement by a new session: ``/new`` and ``/reset`` fire
+    it for the session that ends, before ``on_session_reset``).
 
     :param session_id: the session being closed, or ``None`` when there was
         none.
