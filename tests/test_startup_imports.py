@@ -101,3 +101,18 @@ def test_constructing_a_kernel_writes_nothing_into_the_home(tmp_path: Path) -> N
     k = Kernel(home=home)
     assert k.config["model"]["provider"] == "x"
     assert sorted(p.name for p in home.iterdir()) == ["config.yaml"]
+
+
+def test_a_config_with_a_credential_is_never_copied_into_the_cache(home: Path) -> None:
+    """A chat never sees a configuration value, and no second file holds one: a config.yaml with a
+    secret-named value (at any depth) is parsed at every start instead of being cached."""
+    (home / "cache").mkdir()
+    (home / "config.yaml").write_text("model:\n  provider: x\n  api_key: sk-live-123\n", encoding="utf-8")
+    k = Kernel(home=home)
+    assert k.config["model"]["api_key"] == "sk-live-123"
+    k.load()
+    k.save_plugin_state()
+    k.shutdown()
+    assert not (home / CONFIG_FILE).exists()
+    cached = [f for f in (home / "cache").rglob("*") if f.is_file()]
+    assert cached and not any("sk-live-123" in f.read_text(errors="replace") for f in cached)

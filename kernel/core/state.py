@@ -214,6 +214,23 @@ def remember_config(home: Path, digest: str, data: Any) -> bool:
     path = home / CONFIG_FILE
     if not path.parent.is_dir():
         return False
-    if _faithful(data):
+    # A config holding a credential is not copied anywhere: it is parsed at every start instead.
+    if _faithful(data) and not _holds_secret(data):
         write_atomic(path, json.dumps({"format": FORMAT, "digest": digest, "data": data}))
     return True
+
+
+def _holds_secret(value: Any, depth: int = 0) -> bool:
+    """Whether a secret-named key (``api_key``, ``token``, ...) has a value anywhere in ``value``."""
+    from .log import is_secret_key
+
+    if depth > 50:
+        return True
+    if isinstance(value, dict):
+        return any(
+            (is_secret_key(k) and v not in (None, "")) or _holds_secret(v, depth + 1)
+            for k, v in value.items()
+        )
+    if isinstance(value, list):
+        return any(_holds_secret(v, depth + 1) for v in value)
+    return False
