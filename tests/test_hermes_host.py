@@ -877,6 +877,65 @@ def test_a_raising_llm_middleware_fails_the_turn_naming_the_plugin_and_is_disabl
     assert any(f"{kind} middleware disabled" in w for w in info.warnings), info.warnings
 
 
+REQUEST_MIDDLEWARE = """
+    import hook_sink
+
+    def rewrite(tool_name, args, original_args, **context):
+        hook_sink.calls.append(("rewrite", tool_name, dict(args), dict(original_args)))
+        if args.get("leave"):
+            return "not a dict: kept as it was"
+        return {"args": {**args, "normalised": True}}
+
+    def register(ctx):
+        ctx.register_middleware("tool_request", rewrite)
+"""
+
+
+def test_tool_request_middleware_rewrites_the_args_before_the_guards_see_them(
+    echo_tools: None, plugin_dir: Callable[..., Path], make_kernel: Kit, sink: types.ModuleType
+) -> None:
+    """Issue 16: ``tool_request`` (Hermes' fourth kind) is accepted; its ``{"args": ...}`` replaces the
+    arguments that pre_tool_call, the handler and post_tool_call see; any other answer keeps them."""
+    plugin(plugin_dir, "mw-request", REQUEST_MIDDLEWARE)
+    k = make_kernel()
+    assert k.plugin("mw-request").enabled, k.plugin("mw-request").error
+    guarded: list[dict[str, Any]] = []
+    k.register(
+        types.SimpleNamespace(
+            register=lambda ctx: ctx.register_hook(
+                "pre_tool_call", lambda args, **kw: guarded.append(dict(args))
+            )
+        ),
+        name="~guard-watch",
+    )
+    assert run_json(k.tools.dispatch("echo", {"text": "hi"})) == {"echo": {"text": "hi", "normalised": True}}
+    assert guarded == [{"text": "hi", "normalised": True}]
+    assert sink.calls == [
+        ("rewrite", "echo", {"text": "hi"}, {"text": "hi"}),
+        ("echo handler", {"text": "hi", "normalised": True}),
+    ]
+    sink.calls.clear()
+    assert run_json(k.tools.dispatch("echo", {"leave": 1})) == {"echo": {"leave": 1}}
+
+
+def test_a_raising_tool_request_middleware_is_skipped_and_disabled(
+    echo_tools: None, plugin_dir: Callable[..., Path], make_kernel: Kit, sink: types.ModuleType
+) -> None:
+    """As in Hermes, a request middleware that fails does not fail the call: it is logged, disabled and
+    noted on its plugin, and the call goes on with the arguments as they were."""
+    plugin(
+        plugin_dir,
+        "mw-request-broken",
+        "def rewrite(**kw):\n    raise RuntimeError('request mw broke')\n"
+        "def register(ctx):\n    ctx.register_middleware('tool_request', rewrite)\n",
+    )
+    k = make_kernel()
+    assert run_json(k.tools.dispatch("echo", {"text": "hi"})) == {"echo": {"text": "hi"}}
+    assert run_json(k.tools.dispatch("echo", {"text": "again"})) == {"echo": {"text": "again"}}
+    info = k.plugin("mw-request-broken")
+    assert any("tool_request middleware disabled" in w and "request mw broke" in w for w in info.warnings)
+
+
 def test_an_unknown_middleware_kind_fails_the_plugin_with_the_known_kinds(
     plugin_dir: Callable[..., Path], make_kernel: Kit
 ) -> None:

@@ -1,7 +1,12 @@
 """Middleware: plugin code that wraps an operation of the kernel (``ctx.register_middleware``).
 
-Hermes plugins use three kinds:
+Hermes plugins use four kinds:
 
+* ``tool_request`` sees each tool call's arguments before anything else
+  does (guards, approvals, the handler): ``fn(tool_name=..., args=...,
+  original_args=..., **context)`` returns ``{"args": {...}}`` to replace
+  them, anything else to keep them.  One that raises is disabled and
+  skipped: the call goes on with the arguments as they were (as in Hermes).
 * ``tool_execution`` wraps each tool handler call, after ``pre_tool_call`` has
   allowed it: ``fn(tool_name=..., args=..., next_call=..., **context)``;
   ``next_call(args)`` runs the rest of the chain (the handler last) and
@@ -23,6 +28,7 @@ kernel does not silently run the operation a second time).
 
 from __future__ import annotations
 
+import copy
 import inspect
 import threading
 from collections.abc import Callable
@@ -34,7 +40,7 @@ from ..core.hooks import adapt_hermes_callback, describe, plugin_order, propagat
 if TYPE_CHECKING:
     from ..core.kernel import Kernel
 
-KINDS = ("tool_execution", "llm_request", "llm_execution")
+KINDS = ("tool_request", "tool_execution", "llm_request", "llm_execution")
 
 
 class MiddlewareError(Exception):
@@ -151,6 +157,26 @@ class MiddlewareRegistry:
             if result is not None:
                 value = result
         return value
+
+    def rewrite_args(self, tool_name: str, args: dict[str, Any], context: dict[str, Any]) -> dict[str, Any]:
+        """``args`` through every ``tool_request`` middleware, in plugin order (see the module docs)."""
+        original = copy.deepcopy(args)
+        current = args
+        for item in self.of("tool_request"):
+            kwargs = {
+                **context,
+                "tool_name": tool_name,
+                "args": copy.deepcopy(current),
+                "original_args": copy.deepcopy(original),
+            }
+            try:
+                result = self._guarded(item, kwargs)
+            except MiddlewareError:
+                continue  # logged and disabled; the call goes on without it
+            replacement = result.get("args") if isinstance(result, dict) else None
+            if isinstance(replacement, dict):
+                current = copy.deepcopy(replacement)
+        return current
 
     def _layer(
         self, item: Middleware, inner: Callable[[Any], Any], key: str, context: dict[str, Any]

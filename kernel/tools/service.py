@@ -91,7 +91,8 @@ class Context:
 
     @_live
     def register_middleware(self, kind: str, fn: Callable[..., Any]) -> None:
-        """Wrap an operation of the kernel: ``tool_execution``, ``llm_request`` or ``llm_execution``.
+        """Rewrite or wrap an operation of the kernel: ``tool_request``, ``tool_execution``,
+        ``llm_request`` or ``llm_execution``.
 
         See :mod:`kernel.middleware` for what each kind receives and returns.
         """
