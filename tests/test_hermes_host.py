@@ -709,9 +709,12 @@ def test_tool_middleware_of_two_plugins_runs_in_alphabetical_order_outermost_fir
 
 
 @pytest.mark.parametrize("when", ["before", "after"])
-def test_a_raising_tool_middleware_fails_the_call_naming_the_plugin_and_is_disabled(
+def test_a_raising_tool_middleware_is_skipped_and_disabled(
     when: str, echo_tools: None, plugin_dir: Callable[..., Path], make_kernel: Kit, sink: types.ModuleType
 ) -> None:
+    """Issue 16, as in Hermes: a ``tool_execution`` middleware that raises does not fail the call. Raised
+    before ``next_call``: the call goes on without it; after: the handler's result stands. Either way the
+    handler ran exactly once, and the middleware is disabled and noted on its plugin."""
     code = f"""
         def faulty(tool_name, args, next_call):
             if {when == "after"!r}:
@@ -723,11 +726,8 @@ def test_a_raising_tool_middleware_fails_the_call_naming_the_plugin_and_is_disab
     """
     plugin(plugin_dir, "mw-faulty", code)
     k = make_kernel()
-    error = error_of(k.tools.dispatch("echo", {"n": 1}))
-    assert "mw-faulty" in error and "tool_execution" in error
-    assert f"RuntimeError: faulty middleware ({when})" in error
-    # The handler ran once if the middleware had called next_call; it is never run a second time.
-    assert sink.calls == ([("echo handler", {"n": 1})] if when == "after" else [])
+    assert run_json(k.tools.dispatch("echo", {"n": 1})) == {"echo": {"n": 1}}
+    assert sink.calls == [("echo handler", {"n": 1})]
 
     info = k.plugin("mw-faulty")
     assert info.enabled
@@ -736,6 +736,28 @@ def test_a_raising_tool_middleware_fails_the_call_naming_the_plugin_and_is_disab
 
     assert run_json(k.tools.dispatch("echo", {"n": 2})) == {"echo": {"n": 2}}  # later calls work
     assert sink.calls[-1] == ("echo handler", {"n": 2})
+
+
+def test_next_call_runs_the_handler_once(
+    echo_tools: None, plugin_dir: Callable[..., Path], make_kernel: Kit, sink: types.ModuleType
+) -> None:
+    """Hermes refuses a second ``next_call()``: calling it twice runs the handler once, and the first
+    result is the call's result (the refusal is the middleware's failure, so it is disabled)."""
+    code = """
+        def twice(tool_name, args, next_call):
+            first = next_call(args)
+            next_call({**args, "again": True})
+            return first
+
+        def register(ctx):
+            ctx.register_middleware("tool_execution", twice)
+    """
+    plugin(plugin_dir, "mw-twice", code)
+    k = make_kernel()
+    assert run_json(k.tools.dispatch("echo", {"n": 1})) == {"echo": {"n": 1}}
+    assert sink.calls == [("echo handler", {"n": 1})]
+    warnings = k.plugin("mw-twice").warnings
+    assert any("more than once" in w for w in warnings), warnings
 
 
 def test_a_raising_handler_inside_middleware_is_the_handlers_failure(

@@ -21,9 +21,12 @@ Hermes plugins use four kinds:
 Middleware of one kind runs in plugin order, the first outermost.  Functions
 receive only the keyword arguments they name (unless they take
 ``**kwargs``).  One that raises is logged and disabled for the life of the
-kernel, like a hook callback; the operation it was wrapping then fails with
-an error naming the plugin (it may already have called ``next_call``, so the
-kernel does not silently run the operation a second time).
+kernel, like a hook callback.  A ``tool_execution`` one is then skipped, as
+in Hermes: the handler's result stands if it had already called
+``next_call``, else the call goes on without it; ``next_call`` runs the
+handler once, a second call raises.  Around a model call
+(``llm_execution``), the operation it was wrapping fails with an error naming
+the plugin instead.
 """
 
 from __future__ import annotations
@@ -181,10 +184,39 @@ class MiddlewareRegistry:
     def _layer(
         self, item: Middleware, inner: Callable[[Any], Any], key: str, context: dict[str, Any]
     ) -> Callable[[Any], Any]:
-        def layer(value: Any) -> Any:
-            return self._guarded(item, {**context, key: value, "next_call": inner})
+        if item.kind != "tool_execution":
 
-        return layer
+            def layer(value: Any) -> Any:
+                return self._guarded(item, {**context, key: value, "next_call": inner})
+
+            return layer
+
+        def tool_layer(value: Any) -> Any:
+            # Hermes' rules: next_call is single-use, and a middleware that raises is skipped — its
+            # downstream result stands if it had one, else the call goes on without it.
+            state: dict[str, Any] = {"called": False, "ok": False, "result": None}
+
+            def next_call(next_value: Any = None) -> Any:
+                if state["called"]:
+                    raise RuntimeError(
+                        f"tool_execution middleware of plugin '{item.plugin}' called next_call() more than "
+                        "once; the tool runs once per call"
+                    )
+                state["called"] = True
+                result = inner(value if next_value is None else next_value)
+                state["ok"], state["result"] = True, result
+                return result
+
+            try:
+                return self._guarded(item, {**context, key: value, "next_call": next_call})
+            except MiddlewareError:
+                if state["ok"]:
+                    return state["result"]
+                if state["called"]:
+                    raise  # the handler failed under it and it raised something else: its failure
+                return inner(value)
+
+        return tool_layer
 
     def _guarded(self, item: Middleware, kwargs: dict[str, Any]) -> Any:
         try:

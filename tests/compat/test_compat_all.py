@@ -240,9 +240,8 @@ def test_a_plugin_that_breaks_the_rules_cannot_take_the_host_down(
     first = session.run("Start a loop of two tasks, and remember that I drink oolong.")
     assert first.reply == "Loop started."
     calls = [(c.name, _json(c.result)) for c in first.tool_calls]
-    # The first call met the raising middleware: it failed with an error naming the plugin.
-    assert calls[0][0] == "init_loop"
-    assert "rogue" in calls[0][1]["error"] and "middleware" in calls[0][1]["error"]
+    # The first call met the raising middleware: as in Hermes, it was skipped and the tool ran.
+    assert calls[0][0] == "init_loop" and calls[0][1]["success"] is True
     # The garbage result became an error naming the tool.
     assert calls[1][0] == "rogue_garbage"
     assert "rogue_garbage" in calls[1][1]["error"]
