@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -134,6 +135,15 @@ def run_json(text: str) -> Any:
         return json.loads(text)
     except ValueError:  # pragma: no cover - shown on failure only
         pytest.fail(f"not JSON: {text!r}")
+
+
+def age(*paths: Path, seconds: float = 3600) -> None:
+    """Date ``paths`` (and everything under a folder among them) ``seconds`` back, as an installed
+    system's files are: the kernel's caches trust no file changed in the last two seconds."""
+    then = time.time() - seconds
+    for root in paths:
+        for path in [root, *root.rglob("*")] if root.is_dir() else [root]:
+            os.utime(path, (then, then))
 
 
 def run_probe(code: str, *args: str, cwd: Path, env: dict[str, str], marker: str = "PROBE") -> Any:

@@ -6,25 +6,17 @@ import json
 import logging
 import os
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from conftest import write_plugin
+from conftest import age, write_plugin
 
 from kernel import Kernel
 from kernel.core import manifest as manifest_module
 from kernel.core.state import MANIFESTS_FILE
 
 CODE = "def register(ctx):\n    ctx.register_hook('post_tool_call', lambda **kw: None)\n"
-AN_HOUR = 3600
 pytestmark = pytest.mark.usefixtures("bundled")
-
-
-def age(path: Path, seconds: float = AN_HOUR) -> None:
-    """Make ``path`` look modified ``seconds`` ago (older than the racy window)."""
-    then = time.time() - seconds
-    os.utime(path, (then, then))
 
 
 @pytest.fixture
@@ -113,11 +105,6 @@ def _distribution(site: Path, name: str, entry: str) -> None:
     (info / "entry_points.txt").write_text(f"[hermes_agent.plugins]\n{entry} = {name}\n", encoding="utf-8")
 
 
-def _age_tree(root: Path) -> None:
-    for path in [root, *root.rglob("*")]:
-        age(path)
-
-
 def test_entry_points_are_read_from_the_cache_while_nothing_is_installed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -127,7 +114,7 @@ def test_entry_points_are_read_from_the_cache_while_nothing_is_installed(
     log = LazyLogger(logging.getLogger("test-ep-cache"), list)
     site = tmp_path / "site"
     _distribution(site, "demo_ep_pkg", "demo-ep")
-    _age_tree(site)
+    age(site)
     # Only folders that this test leaves alone (the working folder changes as tests write to it).
     monkeypatch.setattr(sys, "path", [str(site), *(p for p in sys.path if p not in ("", str(Path.cwd())))])
     cache = tmp_path / "entry-points.json"

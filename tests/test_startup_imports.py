@@ -9,11 +9,10 @@ file's content, and a kernel that is only constructed writes nothing into the ho
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, run_probe, write_plugin
+from conftest import REPO, age, run_probe, write_plugin
 
 from kernel import Kernel
 from kernel.core.state import CONFIG_FILE
@@ -34,12 +33,6 @@ print("PROBE " + json.dumps({"heavy": [m for m in heavy if m in sys.modules], "s
 HOOK_PLUGIN = "def register(ctx):\n    ctx.register_hook('post_tool_call', lambda **kw: None)\n"
 
 
-def age_tree(root: Path) -> None:
-    then = time.time() - 3600
-    for path in [root, *root.rglob("*")]:
-        os.utime(path, (then, then))
-
-
 def probe(home: Path, cwd: Path, bundled: Path) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("HERMES_")}
     env.update(HERMES_HOME=str(home), HERMES_BUNDLED_PLUGINS=str(bundled), PYTHONPATH=str(REPO))
@@ -53,8 +46,7 @@ def test_a_current_plugins_list_parses_no_yaml_and_imports_no_service(tmp_path: 
     (home / "config.yaml").write_text("plugins:\n  register_timeout: 20\n", encoding="utf-8")
     cwd = tmp_path / "cwd"
     cwd.mkdir()
-    age_tree(home)
-    age_tree(cwd)
+    age(home, cwd)
     first = probe(home, cwd, bundled)  # loads, then saves the list and the caches
     assert "yaml" in first["heavy"]
     second = probe(home, cwd, bundled)

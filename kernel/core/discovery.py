@@ -194,10 +194,6 @@ class CachedEntryPoint:
         return f"CachedEntryPoint(name={self.name!r}, value={self.value!r}, group={self.group!r})"
 
 
-# A file changed this recently may change again within one tick of the clock: not trusted yet.
-_RACY_NS = 2_000_000_000
-
-
 def _installed_signature() -> list[Any] | None:
     """What the installed distributions' entry points depend on: each ``sys.path`` entry's
     modification time and those of the ``entry_points.txt`` of the distributions in it.
@@ -207,6 +203,8 @@ def _installed_signature() -> list[Any] | None:
     """
     import sys
     import time
+
+    from .state import RACY_NS
 
     now = time.time_ns()
     out: list[Any] = [sys.version]
@@ -227,37 +225,34 @@ def _installed_signature() -> list[Any] | None:
                     times.append(os.stat(os.path.join(entry, name, "entry_points.txt")).st_mtime_ns)
                 except OSError:
                     times.append(0)
-        if max(times) > now - _RACY_NS:
+        if max(times) > now - RACY_NS:
             return None
         out.append([entry, times])
     return out
 
 
 def _cached_rows(cache: Path, signature: list[Any] | None, groups: tuple[str, ...]) -> list[Any] | None:
-    import json
+    from .state import read_cache
 
-    if signature is None:
+    data = read_cache(cache) if signature is not None else None
+    if data is None or data.get("signature") != signature or data.get("groups") != list(groups):
         return None
     try:
-        if cache.stat().st_size > 16 * 1024 * 1024:
-            return None
-        data = json.loads(cache.read_text(encoding="utf-8"))
-        if data.get("signature") != signature or data.get("groups") != list(groups):
-            return None
         return [
             (str(g), CachedEntryPoint(str(name), str(value), str(g)), str(version), str(summary))
             for g, name, value, version, summary in data["rows"]
         ]
-    except (OSError, ValueError, RecursionError, TypeError, KeyError, AttributeError):
+    except (TypeError, ValueError, KeyError):
         return None
 
 
 def _save_rows(cache: Path, signature: list[Any], groups: tuple[str, ...], rows: list[Any]) -> None:
     import json
 
-    from .state import write_atomic
+    from .state import FORMAT, write_atomic
 
     data = {
+        "format": FORMAT,
         "signature": signature,
         "groups": list(groups),
         "rows": [[g, ep.name, ep.value, version, summary] for g, ep, version, summary in rows],

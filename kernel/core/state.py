@@ -25,7 +25,9 @@ CONFIG_FILE = Path("cache") / "config.json"
 FORMAT = 1
 #: Bounds of the manifest cache: entries kept, and the size of the file read back.
 MAX_CACHED_MANIFESTS = 20_000
-MAX_MANIFESTS_FILE_BYTES = 32 * 1024 * 1024
+#: The largest cache file read back (a bigger one is treated as absent).
+MAX_CACHE_FILE_BYTES = 32 * 1024 * 1024
+#: A file changed this recently may change again within one tick of the clock: not trusted yet.
 RACY_NS = 2_000_000_000
 
 
@@ -86,13 +88,22 @@ def write_atomic(path: Path, data: str) -> None:
             os.unlink(tmp)
 
 
-def load(home: Path, print_: str) -> list[dict[str, Any]] | None:
-    """The saved plugin records when their fingerprint is ``print_``; else ``None``."""
+def read_cache(path: Path) -> dict[str, Any] | None:
+    """A cache file of this format as a mapping; ``None`` when it is absent, too big, broken, too deep
+    to parse, or of another format (a cache is never trusted more than that)."""
     try:
-        data = json.loads((home / STATE_FILE).read_text(encoding="utf-8"))
+        if path.stat().st_size > MAX_CACHE_FILE_BYTES:
+            return None
+        data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError):
         return None
-    if not isinstance(data, dict) or data.get("format") != FORMAT or data.get("fingerprint") != print_:
+    return data if isinstance(data, dict) and data.get("format") == FORMAT else None
+
+
+def load(home: Path, print_: str) -> list[dict[str, Any]] | None:
+    """The saved plugin records when their fingerprint is ``print_``; else ``None``."""
+    data = read_cache(home / STATE_FILE)
+    if data is None or data.get("fingerprint") != print_:
         return None
     plugins = data.get("plugins")
     return plugins if isinstance(plugins, list) else None
@@ -136,16 +147,8 @@ class ManifestCache:
 
     def _read(self) -> dict[str, list[Any]]:
         if self._entries is None:
-            self._entries = {}
-            try:
-                if self.path.stat().st_size <= MAX_MANIFESTS_FILE_BYTES:
-                    data = json.loads(self.path.read_text(encoding="utf-8"))
-                    if isinstance(data, dict) and data.get("format") == FORMAT:
-                        entries = data.get("entries")
-                        if isinstance(entries, dict):
-                            self._entries = entries
-            except (OSError, ValueError, RecursionError):
-                pass
+            entries = (read_cache(self.path) or {}).get("entries")
+            self._entries = entries if isinstance(entries, dict) else {}
         return self._entries
 
     def get(self, file: Path, stat: os.stat_result) -> tuple[bool, Any]:
@@ -196,14 +199,8 @@ def text_digest(text: str) -> str:
 
 def cached_config(home: Path, digest: str) -> tuple[bool, Any]:
     """``(True, data)`` when ``config.yaml`` with content ``digest`` was parsed before."""
-    path = home / CONFIG_FILE
-    try:
-        if path.stat().st_size > MAX_MANIFESTS_FILE_BYTES:
-            return False, None
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return False, None
-    if isinstance(data, dict) and data.get("format") == FORMAT and data.get("digest") == digest:
+    data = read_cache(home / CONFIG_FILE)
+    if data is not None and data.get("digest") == digest:
         return True, data.get("data")
     return False, None
 

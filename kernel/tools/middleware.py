@@ -114,6 +114,10 @@ class MiddlewareRegistry:
             self._items = [m for m in self._items if m.plugin != plugin]
             self._rebuild()
 
+    def has(self, kind: str) -> bool:
+        """Whether any live middleware of ``kind`` exists (one dict lookup: read on every call)."""
+        return bool(self._chains.get(kind))
+
     def of(self, kind: str) -> list[Middleware]:
         """The live middleware of ``kind`` in call order (outermost first)."""
         return list(self._chains.get(kind, ()))
@@ -174,11 +178,17 @@ class MiddlewareRegistry:
             }
             try:
                 result = self._guarded(item, kwargs)
+                # Read without running the answer's own methods (a dict subclass may override them).
+                replacement = dict.get(result, "args") if isinstance(result, dict) else None
+                if isinstance(replacement, dict):
+                    current = copy.deepcopy(dict(replacement))
             except MiddlewareError:
                 continue  # logged and disabled; the call goes on without it
-            replacement = result.get("args") if isinstance(result, dict) else None
-            if isinstance(replacement, dict):
-                current = copy.deepcopy(replacement)
+            except BaseException as exc:
+                if propagates(exc):
+                    raise
+                # An answer that cannot be read or copied: the middleware's failure, skipped the same way.
+                self._fail(item, exc)
         return current
 
     def _layer(
@@ -229,23 +239,25 @@ class MiddlewareRegistry:
         except BaseException as exc:
             if propagates(exc):
                 raise
-            with self._lock:
-                item.error = describe(exc)
-                self._rebuild()
-            self._kernel.log.warning(
-                "middleware_failed",
-                plugin=item.plugin,
-                kind=item.kind,
-                callback=item.label,
-                error=item.error,
-                action="middleware disabled for the life of this kernel",
-            )
-            self._kernel._note_failure(
-                item.plugin, f"{item.kind} middleware disabled after it failed: {item.error}"
-            )
-            raise MiddlewareError(
-                f"{item.kind} middleware of plugin '{item.plugin}' failed: {item.error}"
-            ) from exc
+            raise self._fail(item, exc) from exc
+
+    def _fail(self, item: Middleware, exc: BaseException) -> MiddlewareError:
+        """Disable ``item`` after ``exc`` (logged, noted on its plugin); the error that names it."""
+        with self._lock:
+            item.error = describe(exc)
+            self._rebuild()
+        self._kernel.log.warning(
+            "middleware_failed",
+            plugin=item.plugin,
+            kind=item.kind,
+            callback=item.label,
+            error=item.error,
+            action="middleware disabled for the life of this kernel",
+        )
+        self._kernel._note_failure(
+            item.plugin, f"{item.kind} middleware disabled after it failed: {item.error}"
+        )
+        return MiddlewareError(f"{item.kind} middleware of plugin '{item.plugin}' failed: {item.error}")
 
 
 def call_model(owner: Any, call: Callable[..., Any], messages: Any, kwargs: dict[str, Any]) -> Any:
@@ -256,7 +268,7 @@ def call_model(owner: Any, call: Callable[..., Any], messages: Any, kwargs: dict
     its context has ``provider`` and ``model`` (from ``call``'s client).
     """
     registry = getattr(owner, "middleware", None)
-    if registry is None or not (registry.of("llm_request") or registry.of("llm_execution")):
+    if registry is None or not (registry.has("llm_request") or registry.has("llm_execution")):
         return call(messages, **kwargs)
     client = getattr(call, "__self__", None)
     context = {"provider": getattr(client, "provider", None), "model": getattr(client, "model", None)}

@@ -352,7 +352,7 @@ class ToolRegistry:
         given = {k: v for k, v in context.items() if k not in PIPELINE_KEYS}
         with self.call_context(**given) as inherited:
             context = {**dict.fromkeys(HOOK_CONTEXT_KEYS), **inherited, **given}
-            if kernel.middleware.of("tool_request"):
+            if kernel.middleware.has("tool_request"):
                 parsed = kernel.middleware.rewrite_args(name, parsed, context)
             verdict = decide_tool_call(kernel, name, parsed, context)
             if verdict.blocked is not None:

@@ -4,22 +4,16 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from pathlib import Path
 
 import pytest
-from conftest import write_plugin
+from conftest import age, write_plugin
 
 from kernel import Kernel
 from kernel.core.state import MANIFESTS_FILE
 
 CODE = "def register(ctx):\n    ctx.register_hook('post_tool_call', lambda **kw: None)\n"
 pytestmark = pytest.mark.usefixtures("bundled")
-
-
-def age(path: Path, seconds: float = 3600) -> None:
-    then = time.time() - seconds
-    os.utime(path, (then, then))
 
 
 def load(home: Path) -> Kernel:
@@ -78,3 +72,20 @@ def test_a_deeply_nested_plugin_state_file_is_ignored(home: Path) -> None:
     (home / state.STATE_FILE).parent.mkdir(parents=True, exist_ok=True)
     (home / state.STATE_FILE).write_text("[" * 100_000, encoding="utf-8")
     assert state.load(home, "any") is None
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"\x00garbage", b"[" * 100_000, b'{"format": 1, "signature": "x", "groups": [], "rows": "no"}'],
+    ids=["garbage", "deep", "foreign"],
+)
+def test_a_broken_entry_points_cache_is_ignored(home: Path, tmp_path: Path, content: bytes) -> None:
+    """The remembered entry points are read like every cache: a broken, bottomless or foreign file is no
+    cache (the distributions are scanned), never a crash."""
+    from kernel.core.discovery import scan_entry_points
+    from kernel.core.log import LazyLogger
+
+    cache = tmp_path / "entry-points.json"
+    cache.write_bytes(content)
+    log = LazyLogger(__import__("logging").getLogger("hostile-ep-cache"), list)
+    assert isinstance(scan_entry_points(log, cache=cache), list)
