@@ -6,27 +6,35 @@ It shows embedders where each hook fires::
     reply = session.run("What is 2**16?").reply
     session.close()
 
-Per user turn: ``on_session_start`` (first turn only), ``pre_llm_call`` (its
-context and the memory provider's ``prefetch`` are appended to the user's
-message, never to the system prompt), then the tool loop — the context
-engine is consulted before each model call, the model is called through the
-active model provider (which fires ``pre_api_request`` / ``post_api_request``
-/ ``api_request_error``), tool calls go through ``k.tools.dispatch`` — until a
-reply without tool calls or the iteration cap.  Then ``post_llm_call``
-(successful turns only), ``transform_llm_output``, the memory's
-``sync_turn`` and ``on_session_end``.  Events ``session:*`` and ``agent:*``
-go on the kernel's event bus at the matching points.
+Per user turn: ``on_session_start`` (first turn only), the memory's
+``on_turn_start``, ``pre_llm_call`` (its context and the memory provider's
+``prefetch`` are appended to the user's message, never to the system prompt),
+then the tool loop — the context engine is consulted before each model call
+(``should_compress_preflight`` on the messages, ``should_compress``; the
+memory's ``on_pre_compress`` runs before it compresses), the model is called
+through the active model provider (which fires ``pre_api_request`` /
+``post_api_request`` / ``api_request_error``), tool calls go through
+``k.tools.dispatch`` — until a reply without tool calls or the iteration cap.
+Then ``post_llm_call`` (successful turns only), ``transform_llm_output``, the
+memory's ``sync_turn`` and ``queue_prefetch``, and ``on_session_end``.  Events
+``session:*`` and ``agent:*`` go on the kernel's event bus at the matching
+points.  The context engine's ``update_model`` runs when a session starts with
+a context length the kernel knows and when the model changes (see
+:meth:`AgentSession._update_engine_model`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
+import inspect
 import time
 import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .core.callbacks import describe, propagates
 from .core.config import section
 
 if TYPE_CHECKING:
@@ -34,6 +42,11 @@ if TYPE_CHECKING:
 
 DEFAULT_MAX_ITERATIONS = 20
 DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant. Use the tools you are given when they help."
+#: The context length given to an engine that has none when ``model.context_length`` is not set
+#: (Hermes' fallback when it cannot find the model's).
+DEFAULT_CONTEXT_LENGTH = 256_000
+#: At most this much of the memory's ``on_pre_compress`` text reaches the engine.
+_MEMORY_CONTEXT_CHARS = 6000
 _PREVIEW = 500
 
 
@@ -104,7 +117,12 @@ class AgentSession:
         self.messages: list[dict[str, Any]] = []
         self.turns = 0
         self.closed = False
-        self._memory_ready = False
+        self._memory_started: Any = None  # the memory provider initialize() was called on
+        # The engine update_model() last told, and (model, provider, model.context_length) then.
+        self._engine_told: Any = None
+        self._engine_model: tuple[Any, ...] | None = None
+        self._turn_id = ""  # the turn in progress (or the last one): a sub-agent's parent turn
+        self._subagents = 0
         kernel._agent_sessions.add(self)  # ctx.inject_message routes by the open sessions
 
     # -- what the session knows --------------------------------------------------------
@@ -161,7 +179,7 @@ class AgentSession:
 
     def _run(self, user_message: str) -> TurnResult:
         k = self.kernel
-        turn_id = _new_id("turn")
+        turn_id = self._turn_id = _new_id("turn")
         first = self.turns == 0
         try:
             client = k.providers.model()
@@ -169,19 +187,32 @@ class AgentSession:
             raise AgentError(str(exc)) from None
         model = self.model_name or getattr(client, "model", None)
         base = {"session_id": self.session_id, "model": model, "platform": self.platform}
+        engine = self._engine()
+        if engine is not None:
+            self._update_engine_model(engine, client)
         if first:
             k.invoke_hook("on_session_start", **base)
             k.events.emit("session:start", {**base, "user_id": self.sender_id})
-            self._start_memory()
-            engine = self._engine()
             if engine is not None:
                 _call_quietly(k, "context_engine_start_failed", engine.on_session_start, self.session_id)
+        memory = self._start_memory()
         self.turns += 1
         k.events.emit("agent:start", {**base, "user_id": self.sender_id, "message": user_message[:_PREVIEW]})
         started = time.monotonic()
         before = len(self.messages)
         result = TurnResult(reply="", session_id=self.session_id, turn_id=turn_id)
         try:
+            if memory is not None:
+                _call_accepting(
+                    k,
+                    "memory_turn_start_failed",
+                    memory.on_turn_start,
+                    self.turns,
+                    user_message,
+                    model=model,
+                    platform=self.platform,
+                    session_id=self.session_id,
+                )
             context = k.pre_llm_context(
                 **base,
                 task_id=self.task_id,
@@ -239,6 +270,14 @@ class AgentSession:
             _call_quietly(
                 k, "memory_sync_failed", memory.sync_turn, user_message, reply, session_id=self.session_id
             )
+            if user_message.strip():
+                _call_quietly(
+                    k,
+                    "memory_queue_prefetch_failed",
+                    memory.queue_prefetch,
+                    user_message,
+                    session_id=self.session_id,
+                )
         k.invoke_hook("on_session_end", **base, completed=True, interrupted=False)
         k.events.emit(
             "agent:end",
@@ -254,6 +293,7 @@ class AgentSession:
 
     def _tool_loop(self, client: Any, result: TurnResult, turn_id: str) -> str:
         k = self.kernel
+        nudges = 0
         for iteration in range(1, self.max_iterations + 1):
             result.iterations = iteration
             self._maybe_compress()
@@ -290,7 +330,12 @@ class AgentSession:
                 },
             )
             if not response.tool_calls:
-                return response.text
+                nudge = self._verify_nudge(result, response.text, nudges)
+                if nudge is None:
+                    return response.text
+                nudges += 1
+                self.messages.append({"role": "user", "content": nudge})
+                continue
             for call in response.tool_calls:
                 output = k.tools.dispatch(
                     call.name,
@@ -309,20 +354,127 @@ class AgentSession:
             "(agent.max_iterations); no final answer]"
         )
 
+    def _verify_nudge(self, result: TurnResult, answer: str, attempt: int) -> str | None:
+        """Fire ``pre_verify`` for a turn that ran tools and would end with ``answer``: the message
+        a plugin asks to go on with, or ``None`` to let the turn finish."""
+        k = self.kernel
+        if not result.tool_calls or attempt >= _max_verify_nudges(k.config):
+            return None
+        answers = k.invoke_hook(
+            "pre_verify",
+            session_id=self.session_id or "",
+            platform=self.platform or "",
+            model=self.model_name or "",
+            coding=section(k.config, "agent", "coding") is True,
+            attempt=attempt,
+            final_response=answer or "",
+            changed_paths=_paths_of(result.tool_calls),
+        )
+        for value in answers:
+            if type(value) is not dict:
+                continue
+            action = value.get("action") or value.get("decision")
+            message = value.get("message") or value.get("reason")
+            if (
+                isinstance(action, str)
+                and action.strip().lower() in ("continue", "block")
+                and isinstance(message, str)
+                and message.strip()
+            ):
+                return str.__str__(message).strip()[:MAX_VERIFY_MESSAGE_CHARS]
+        return None
+
     def _maybe_compress(self) -> None:
         engine = self._engine()
         if engine is None:
             return
+        preflight = False
+        if _overrides(engine, "should_compress_preflight"):
+            answer = _call_quietly(
+                self.kernel,
+                "context_engine_preflight_failed",
+                engine.should_compress_preflight,
+                copy.deepcopy(self.messages),
+            )
+            preflight = answer is True
         try:
-            if engine.should_compress():
-                self.messages = list(engine.compress(copy.deepcopy(self.messages)))
-        except Exception as exc:
-            self.kernel.log.warning("context_engine_failed", error=f"{type(exc).__name__}: {exc}")
+            if preflight or engine.should_compress():
+                self._compress(engine)
+        except BaseException as exc:
+            if propagates(exc):
+                raise
+            self.kernel.log.warning("context_engine_failed", error=describe(exc))
 
-    def _start_memory(self) -> None:
+    def compress(self, focus_topic: str | None = None, *, force: bool = False) -> None:
+        """Compress the conversation now with the active engine (``/compress``), the memory's
+        ``on_pre_compress`` first; the engine's errors propagate."""
+        engine = self._engine()
+        if engine is not None:
+            self._compress(engine, focus_topic=focus_topic, force=force)
+
+    def _compress(self, engine: Any, *, focus_topic: str | None = None, force: bool = False) -> None:
+        options: dict[str, Any] = {}
+        if focus_topic:
+            options["focus_topic"] = focus_topic
+        if force:
+            options["force"] = True
+        memory = self._memory() if self._memory_started is not None else None
+        if memory is not None:
+            text = _call_quietly(
+                self.kernel,
+                "memory_pre_compress_failed",
+                memory.on_pre_compress,
+                copy.deepcopy(self.messages),
+            )
+            if isinstance(text, str) and text.strip():
+                options["memory_context"] = _clip(text.strip(), _MEMORY_CONTEXT_CHARS)
+        options = _accepted(engine.compress, options)
+        self.messages = list(engine.compress(copy.deepcopy(self.messages), **options))
+
+    def _update_engine_model(self, engine: Any, client: Any) -> None:
+        """Tell ``engine`` the model (``update_model``) when the session starts or the model changes.
+
+        The context length is ``model.context_length`` from config.yaml (Hermes'
+        override) when set.  Otherwise an engine without a context length of its
+        own gets :data:`DEFAULT_CONTEXT_LENGTH`, as in Hermes; one with its own
+        keeps it — it is told only when the model changes, with that length.
+        """
+        k = self.kernel
+        config = k.providers.model_config()
+        model = str(getattr(client, "model", None) or config.get("model") or "")
+        provider = str(getattr(client, "provider", None) or config.get("provider") or "")
+        raw = config.get("context_length")
+        current = (model, provider, repr(raw))
+        if self._engine_told is engine and self._engine_model == current:
+            return
+        changed = self._engine_told is engine
+        self._engine_told, self._engine_model = engine, current
+        length = _context_length(k, raw)
+        if length is None:
+            own = _call_quietly(k, "context_engine_failed", getattr, engine, "context_length", 0)
+            has_own = isinstance(own, int) and not isinstance(own, bool) and own > 0
+            if not has_own:
+                length = DEFAULT_CONTEXT_LENGTH
+            elif changed:
+                length = own
+            else:
+                return
+        _call_accepting(
+            k,
+            "context_engine_update_model_failed",
+            engine.update_model,
+            model,
+            length,
+            base_url=str(getattr(client, "base_url", "") or ""),
+            provider=provider,
+            api_mode=_api_mode(k, provider),
+        )
+
+    def _start_memory(self) -> Any:
+        """The active memory provider, initialized for this session on first use (``None`` if none)."""
         memory = self._memory()
-        if memory is not None and not self._memory_ready:
-            self._memory_ready = True
+        if memory is not None and memory is not self._memory_started:
+            self._memory_started = memory
             _call_quietly(
                 self.kernel,
                 "memory_initialize_failed",
@@ -331,6 +483,7 @@ class AgentSession:
                 hermes_home=str(self.kernel.home),
                 platform=self.platform,
             )
+        return memory
 
     def _prefetch(self, query: str) -> str:
         memory = self._memory()
@@ -361,7 +514,21 @@ class AgentSession:
         self.session_id = new
         self.messages = []
         self.turns = 0
-        self._memory_ready = False
+        memory = self._memory()
+        if memory is not None and memory is self._memory_started:
+            # Hermes does not initialize the provider again: it is told the new id.
+            _call_accepting(
+                k,
+                "memory_session_switch_failed",
+                memory.on_session_switch,
+                new,
+                parent_session_id=old,
+                reset=True,
+                reason=reason,
+            )
+        engine = self._engine()
+        if engine is not None:
+            _call_quietly(k, "context_engine_reset_failed", engine.on_session_reset)
         k.invoke_hook(
             "on_session_reset",
             session_id=self.session_id,
@@ -410,6 +577,105 @@ class AgentSession:
             "session:end", {"platform": self.platform, "session_id": self.session_id, "reason": reason}
         )
 
+    # -- what the host reports to the memory ------------------------------------------
+
+    def delegate(
+        self,
+        goal: str,
+        *,
+        role: str | None = None,
+        system_prompt: str | None = None,
+        max_iterations: int | None = None,
+    ) -> TurnResult:
+        """Run ``goal`` as one turn of a sub-agent: a fresh session of this kernel, closed after it.
+
+        Fires ``subagent_start`` before and ``subagent_stop`` after (with Hermes' argument names
+        too), then hands the reply to the memory's ``on_delegation``.  A host or a tool handler calls
+        it; the reference loop offers the model no delegation tool of its own.  A sub-agent that
+        fails is reported as ``failed`` and its error raised; Ctrl-C as ``interrupted``.
+        """
+        k = self.kernel
+        self._subagents += 1
+        subagent_id = f"{self.session_id}/sub-{self._subagents}"
+        child = AgentSession(
+            k,
+            platform=self.platform,
+            system_prompt=system_prompt or self.system_prompt,
+            max_iterations=max_iterations or self.max_iterations,
+            sender_id=self.sender_id,
+        )
+        common = {
+            "parent_session_id": self.session_id,
+            "parent_turn_id": self._turn_id,
+            "child_session_id": child.session_id,
+            "child_role": role,
+        }
+        k.invoke_hook(
+            "subagent_start",
+            **common,
+            goal=goal,
+            child_goal=goal,
+            task_id=child.task_id,
+            parent_subagent_id="",
+            child_subagent_id=subagent_id,
+        )
+        started = time.perf_counter()
+        status, result = "failed", None
+        try:
+            result = child.run(goal)
+            status = "interrupted" if result.stopped == "interrupted" else "completed"
+        except KeyboardInterrupt:
+            status = "interrupted"
+            raise
+        finally:
+            with contextlib.suppress(Exception):
+                child.close("subagent")
+            history = [_tool_entry(call) for call in (result.tool_calls if result else [])]
+            summary = result.reply if result is not None else None
+            k.invoke_hook(
+                "subagent_stop",
+                **common,
+                child_summary=summary,
+                child_status=status,
+                tool_call_history=history,
+                duration_ms=int((time.perf_counter() - started) * 1000),
+            )
+            if summary is not None:
+                self.notify_delegation(goal, summary, child_session_id=child.session_id)
+        return result
+
+    def notify_delegation(self, task: str, result: str, *, child_session_id: str = "", **kwargs: Any) -> None:
+        """A sub-agent this session delegated ``task`` to came back with ``result``: the memory's
+        ``on_delegation`` (call it where your host runs sub-agents; the kernel itself runs none)."""
+        memory = self._start_memory()
+        if memory is not None:
+            _call_accepting(
+                self.kernel,
+                "memory_delegation_failed",
+                memory.on_delegation,
+                task,
+                result,
+                child_session_id=child_session_id,
+                **kwargs,
+            )
+
+    def notify_memory_write(
+        self, action: str, target: str, content: str, metadata: dict[str, Any] | None = None
+    ) -> None:
+        """The host's own built-in memory wrote an entry: the memory provider's ``on_memory_write``
+        (the kernel has no built-in memory tool; an embedding host with one calls this)."""
+        memory = self._start_memory()
+        if memory is None:
+            return
+        details = {"session_id": self.session_id, "platform": self.platform, **(metadata or {})}
+        k, write = self.kernel, memory.on_memory_write
+        if _accepted(write, {"metadata": details}):
+            _call_quietly(k, "memory_write_failed", write, action, target, content, metadata=details)
+        elif _positional_count(write) >= 4:
+            _call_quietly(k, "memory_write_failed", write, action, target, content, details)
+        else:  # an override of the older three-argument form
+            _call_quietly(k, "memory_write_failed", write, action, target, content)
+
     def _end_memory(self) -> None:
         engine = self._engine()
         if engine is not None and self.turns:
@@ -442,14 +708,124 @@ def _provider(kernel: Kernel) -> str | None:
 
 
 def _call_quietly(kernel: Kernel, event: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
-    """Call a provider method; a failure is logged, never fatal to the turn."""
+    """Call a provider method; a failure is logged, never fatal to the turn.
+
+    Only Ctrl-C (and a cancelled task) goes through, as for plugins' hooks;
+    a ``SystemExit`` or other ``BaseException`` the provider raises is its failure.
+    """
     try:
         return fn(*args, **kwargs)
-    except Exception as exc:
-        kernel.log.warning(event, error=f"{type(exc).__name__}: {exc}")
+    except BaseException as exc:
+        if propagates(exc):
+            raise
+        kernel.log.warning(event, error=describe(exc))
         return None
+
+
+def _call_accepting(kernel: Kernel, event: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """:func:`_call_quietly` with only the keywords ``fn`` takes (older overrides take fewer)."""
+    return _call_quietly(kernel, event, fn, *args, **_accepted(fn, kwargs))
+
+
+def _signature(fn: Any) -> inspect.Signature | None:
+    try:
+        return inspect.signature(fn)
+    except Exception:  # a builtin, or an object that refuses to be inspected
+        return None
+
+
+def _accepted(fn: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The items of ``kwargs`` that ``fn`` accepts as keywords (all of them if it takes ``**kwargs``)."""
+    signature = _signature(fn)
+    if signature is None:
+        return kwargs
+    params = signature.parameters.values()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return kwargs
+    named = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    return {key: value for key, value in kwargs.items() if key in named}
+
+
+def _positional_count(fn: Any) -> int:
+    signature = _signature(fn)
+    if signature is None:
+        return 0
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return sum(1 for p in signature.parameters.values() if p.kind in kinds)
+
+
+def _overrides(engine: Any, method: str) -> bool:
+    """Whether ``engine`` has its own ``method``, not ``ContextEngine``'s default (named, not imported:
+    the base class is another service's)."""
+    for cls in type(engine).__mro__:
+        if method in vars(cls):
+            return (cls.__module__, cls.__qualname__) != ("kernel.providers.context_engine", "ContextEngine")
+    return False
+
+
+def _context_length(kernel: Kernel, raw: Any) -> int | None:
+    """``model.context_length`` as a positive int (``None`` when unset; a bad value is logged)."""
+    if raw is None or raw == "":
+        return None
+    if isinstance(raw, str) and raw.strip().isdigit():
+        raw = int(raw.strip())
+    if isinstance(raw, int) and not isinstance(raw, bool) and raw > 0:
+        return raw
+    kernel.log.warning("model_context_length_invalid", value=repr(raw)[:100])
+    return None
+
+
+def _api_mode(kernel: Kernel, provider: str) -> str:
+    try:
+        return str(kernel.providers.get_provider_profile(provider).api_mode or "")
+    except Exception:  # an unknown or broken profile: the engine is told nothing about it
+        return ""
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
 def _since(started: float) -> float:
     """Seconds since ``started`` (``time.monotonic``), to the millisecond."""
     return round(time.monotonic() - started, 3)
+
+
+# pre_verify: how many times a turn may be kept going (agent.max_verify_nudges), and a message's size.
+DEFAULT_MAX_VERIFY_NUDGES = 3
+MAX_VERIFY_MESSAGE_CHARS = 20_000
+
+
+def _max_verify_nudges(config: Any) -> int:
+    value = section(config, "agent", "max_verify_nudges")
+    if isinstance(value, bool) or value is None:
+        return DEFAULT_MAX_VERIFY_NUDGES
+    try:
+        return max(0, int(value))
+    except (TypeError, ValueError, OverflowError):
+        return DEFAULT_MAX_VERIFY_NUDGES
+
+
+def _tool_entry(call: ToolCallRecord) -> dict[str, Any]:
+    """One entry of ``subagent_stop``'s ``tool_call_history``: the tool, its arguments and result."""
+    return {"id": call.id, "tool": call.name, "arguments": call.arguments, "result": call.result}
+
+
+def _paths_of(calls: list[ToolCallRecord]) -> list[str]:
+    """The ``path`` / ``file_path`` arguments of a turn's tool calls, sorted, each once."""
+    from .core.safe_yaml import DataRefused, load_json
+
+    found: set[str] = set()
+    for call in calls:
+        args: Any = call.arguments
+        if isinstance(args, str):
+            try:
+                args = load_json(args, "arguments", 64, 10_000) if len(args) < 1_000_000 else {}
+            except (ValueError, DataRefused):
+                continue
+        if isinstance(args, dict):
+            for key in ("path", "file_path"):
+                value = args.get(key)
+                if isinstance(value, str) and value:
+                    found.add(value)
+    return sorted(found)

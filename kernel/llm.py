@@ -224,7 +224,13 @@ class PluginLlm:
         if allowed is None or allowed not in gate:
             return
         listed = gate.get(allowed)
-        if not isinstance(listed, list) or not ("*" in listed or value in listed):
+        # Matched as Hermes matches: trimmed, case-insensitive.
+        names = (
+            {item.strip().lower() for item in listed if isinstance(item, str)}
+            if isinstance(listed, list)
+            else set()
+        )
+        if not ("*" in names or value.strip().lower() in names):
             raise PluginLlmTrustError(
                 f"plugin '{self.plugin_id}' may not use the {what} {value!r}: add it to {base}.{allowed} "
                 f"in config.yaml (now {listed!r}; ['*'] allows any)"
@@ -254,9 +260,24 @@ class PluginLlm:
             config["provider"] = provider
         if model is not None:
             config["model"] = model
+        elif provider is not None and "model" not in config:
+            # Another provider and no model named: its profile's default, as Hermes picks it.
+            config["model"] = self._default_model(provider)
         if timeout is not None:
             config["timeout"] = timeout
         return _Route(config, str(config.get("provider") or ""), agent_id or "default", profile)
+
+    def _default_model(self, provider: str) -> str:
+        """The model a plugin gets from ``provider`` when it names none: the profile's
+        ``default_aux_model``, else its ``default_model``, else its first fallback model."""
+        from .providers.registry import ProviderLookupError
+
+        try:
+            profile = self._kernel.providers.get_provider_profile(provider)
+        except ProviderLookupError:
+            return ""  # the client's own error names the unknown provider
+        fallback = profile.fallback_models[0] if profile.fallback_models else ""
+        return str(profile.default_aux_model or profile.default_model or fallback or "")
 
     def _plan(
         self,

@@ -70,4 +70,16 @@ BUILTIN_SERVICES: tuple[Service, ...] = (
         env=("HERMES_LOCAL_STT_COMMAND",),
     ),
     Service("mcp", "kernel.surfaces.mcp", sections=("mcp_servers",)),
+    Service(
+        "registrations",
+        "kernel.registrations",
+        attributes=("registrations",),
+        context=(
+            "register_auxiliary_task",
+            "register_browser_provider",
+            "register_secret_source",
+            "register_slack_action_handler",
+            "register_dashboard_auth_provider",
+        ),
+    ),
 )

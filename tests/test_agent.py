@@ -34,6 +34,7 @@ FIRST_TURN_HOOKS = [
     "transform_tool_result",
     "pre_api_request",
     "post_api_request",
+    "pre_verify",  # the turn ran a tool and is about to end
     "post_llm_call",
     "transform_llm_output",
     "on_session_end",
@@ -692,3 +693,102 @@ def test_a_500_storm_is_an_agent_error_and_the_run_ends_incomplete(
     assert rec.names()[-1] == "on_session_end"
     assert [name for name, _, _ in seen] == ["agent:start", "agent:end"]
     assert "500" in seen[-1][1]["error"]
+
+
+VERIFIER = """
+import hook_sink
+
+def register(ctx):
+    def verify(**kwargs):
+        hook_sink.calls.append(dict(kwargs))
+        if kwargs["attempt"] == 0:
+            return {"action": "continue", "message": "  run the check once more  "}
+        if kwargs["attempt"] == 1:
+            return {"decision": "block", "reason": "and tidy up"}
+        return {"action": "continue", "message": "   "}  # blank: lets the turn finish
+    ctx.register_hook("pre_verify", verify)
+"""
+
+
+def test_pre_verify_keeps_a_turn_that_ran_tools_going(
+    hermes: Path, harness: Callable[..., TestKernel], sink: Any
+) -> None:
+    """Hermes' verification gate: each ``continue`` (or Claude Code's ``block``) appends its message as a
+    user message and calls the model again, up to ``agent.max_verify_nudges``; a turn without tools
+    never asks."""
+    plugin(hermes / "plugins", "verifier", VERIFIER)
+    path_call = {"name": "calculate", "arguments": {"expression": "1+1", "path": "notes/a.txt"}}
+    tk = harness(
+        script=[{"text": "computing", "tool_calls": [path_call]}, "first answer", "second", "third", "plain"]
+    )
+    session = tk.session()
+    result = session.run("add")
+    assert result.reply == "third"
+    assert [c["attempt"] for c in sink.calls] == [0, 1, 2]
+    first = sink.calls[0]
+    assert first["final_response"] == "first answer" and first["changed_paths"] == ["notes/a.txt"]
+    assert first["session_id"] == session.session_id and first["platform"] == "cli"
+    assert first["coding"] is False and isinstance(first["model"], str)
+    users = [m["content"] for m in session.messages if m["role"] == "user"]
+    assert users[-2:] == ["run the check once more", "and tidy up"]
+    sink.calls.clear()
+    assert session.run("again").reply == "plain"  # no tool ran in this turn: no gate
+    assert sink.calls == []
+
+
+def test_pre_verify_is_bounded_by_max_verify_nudges(
+    hermes: Path, harness: Callable[..., TestKernel], sink: Any
+) -> None:
+    plugin(hermes / "plugins", "verifier", VERIFIER)
+    tk = harness({"agent": {"max_verify_nudges": 1}}, script=[*ONE_TOOL_TURN, "after one nudge"])
+    result = tk.session().run("go")
+    assert result.reply == "after one nudge" and [c["attempt"] for c in sink.calls] == [0]
+    sink.calls.clear()
+    tk2 = harness({"agent": {"max_verify_nudges": 0}}, script=ONE_TOOL_TURN)
+    assert tk2.session().run("go").reply == "2**16 = 65536."
+    assert sink.calls == []
+
+
+SUBAGENT_WATCH = """
+import hook_sink
+
+def register(ctx):
+    ctx.register_hook("subagent_start", lambda **kw: hook_sink.calls.append(("start", dict(kw))))
+    ctx.register_hook("subagent_stop", lambda **kw: hook_sink.calls.append(("stop", dict(kw))))
+"""
+
+
+def test_delegate_runs_a_sub_agent_and_fires_subagent_start_and_stop(
+    hermes: Path, harness: Callable[..., TestKernel], sink: Any
+) -> None:
+    """``AgentSession.delegate``: a fresh session runs the goal as one turn; the hooks carry both the
+    kernel's argument names and Hermes' (``child_goal``, ``parent_turn_id``, ``child_subagent_id``)."""
+    plugin(hermes / "plugins", "watch", SUBAGENT_WATCH)
+    tk = harness(script=["parent reply", *ONE_TOOL_TURN])
+    parent = tk.session()
+    parent.run("hello")
+    result = parent.delegate("What is 2**16?", role="calculator")
+    assert result.reply == "2**16 = 65536." and result.session_id != parent.session_id
+    (kind_a, start), (kind_b, stop) = sink.calls
+    assert (kind_a, kind_b) == ("start", "stop")
+    assert start["parent_session_id"] == parent.session_id
+    assert start["child_session_id"] == result.session_id
+    assert start["goal"] == start["child_goal"] == "What is 2**16?"
+    assert start["child_role"] == "calculator" and start["parent_turn_id"].startswith("turn")
+    assert start["child_subagent_id"] == f"{parent.session_id}/sub-1" and start["parent_subagent_id"] == ""
+    assert stop["child_status"] == "completed" and stop["child_summary"] == "2**16 = 65536."
+    assert [h["tool"] for h in stop["tool_call_history"]] == ["calculate"]
+    assert isinstance(stop["duration_ms"], int) and stop["child_session_id"] == result.session_id
+    assert parent.messages[-1]["content"] == "parent reply"  # the parent's conversation is its own
+
+
+def test_a_failing_sub_agent_is_reported_failed_and_raises(
+    hermes: Path, harness: Callable[..., TestKernel], sink: Any
+) -> None:
+    plugin(hermes / "plugins", "watch", SUBAGENT_WATCH)
+    tk = harness({"model": {"provider": "nonesuch"}})  # the child's model cannot be had
+    parent = tk.session()
+    with pytest.raises(AgentError):
+        parent.delegate("anything")
+    (_, stop) = sink.calls[-1]
+    assert stop["child_status"] == "failed" and stop["child_summary"] is None

@@ -80,7 +80,7 @@ def test_help_works(home):
 
 def test_installed_script_lists_plugins_as_a_table(cli_home):
     assert SCRIPT.is_file(), f"console script missing: {SCRIPT}"
-    result = run([str(SCRIPT), "plugins", "list"], cli_home)
+    result = run([str(SCRIPT), "plugins", "list", "--refresh"], cli_home)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     header = lines[0].split()
@@ -120,7 +120,7 @@ def test_ls_alias_and_bare_plugins_command(cli_home):
 
 
 def test_plugins_list_json_has_exactly_the_plugin_info_fields(cli_home):
-    result = cli(cli_home, "plugins", "list", "--json")
+    result = cli(cli_home, "plugins", "list", "--refresh", "--json")
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert isinstance(data, list)
@@ -136,7 +136,7 @@ def test_plugins_list_json_has_exactly_the_plugin_info_fields(cli_home):
     assert len({tuple(sorted(p)) for p in data}) == 1
     from kernel import PluginInfo
 
-    assert set(data[0]) == set(PluginInfo.__dataclass_fields__)
+    assert set(data[0]) == {*PluginInfo.__dataclass_fields__, "listed_from"}
     calc = by_name["calculator"]
     assert calc["enabled"] is True and calc["error"] is None
     assert calc["source"] == "bundled"
@@ -151,7 +151,7 @@ def test_plugins_list_json_has_exactly_the_plugin_info_fields(cli_home):
 
 
 def test_requires_env_from_environment_enables_the_plugin(cli_home):
-    result = cli(cli_home, "plugins", "list", "--json", HK_CLI_GATE_ONE="1", HK_CLI_GATE_TWO="2")
+    result = cli(cli_home, "plugins", "list", "--refresh", "--json", HK_CLI_GATE_ONE="1", HK_CLI_GATE_TWO="2")
     assert result.returncode == 0, result.stderr
     gated = next(p for p in json.loads(result.stdout) if p["name"] == "gated")
     assert gated["enabled"] is True and gated["error"] is None
@@ -231,7 +231,7 @@ def test_demo_runs_the_calculator(home):
 def test_plugin_calling_sys_exit_does_not_break_the_listing(home, code):
     write_plugin(home / "plugins", "quitter", code)
     write_plugin(home / "plugins", "survivor")
-    result = cli(home, "plugins", "list")
+    result = cli(home, "plugins", "list", "--refresh")
     assert result.returncode == 0, result.stderr
     rows = {line.split()[0]: line for line in result.stdout.splitlines() if not line.startswith(" ")}
     assert "failed" in rows["quitter"]
@@ -239,7 +239,7 @@ def test_plugin_calling_sys_exit_does_not_break_the_listing(home, code):
     assert "enabled" in rows["calculator"]
     assert "SystemExit" in result.stdout
 
-    as_json = cli(home, "plugins", "list", "--json")
+    as_json = cli(home, "plugins", "list", "--refresh", "--json")
     assert as_json.returncode == 0, as_json.stderr
     quitter = next(p for p in json.loads(as_json.stdout) if p["name"] == "quitter")
     assert quitter["enabled"] is False and "SystemExit" in quitter["error"]
@@ -247,7 +247,7 @@ def test_plugin_calling_sys_exit_does_not_break_the_listing(home, code):
 
 def test_malformed_config_warns_and_still_lists(home):
     (home / "config.yaml").write_text("plugins:\n  disabled: [unclosed\n  other: : :\n", encoding="utf-8")
-    result = cli(home, "plugins", "list")
+    result = cli(home, "plugins", "list", "--refresh")
     assert result.returncode == 0, result.stderr
     assert "warning" in result.stderr.lower()
     assert "config.yaml" in result.stderr
@@ -256,7 +256,7 @@ def test_malformed_config_warns_and_still_lists(home):
 
 def test_config_can_disable_a_plugin_from_the_cli(home):
     (home / "config.yaml").write_text("plugins:\n  disabled: [calculator]\n", encoding="utf-8")
-    result = cli(home, "plugins", "list", "--json")
+    result = cli(home, "plugins", "list", "--refresh", "--json")
     assert result.returncode == 0, result.stderr
     calc = next(p for p in json.loads(result.stdout) if p["name"] == "calculator")
     assert calc["enabled"] is False
@@ -270,7 +270,7 @@ def test_hermes_home_selects_the_home(tmp_path):
     first, second = tmp_path / "h1", tmp_path / "h2"
     write_plugin(first / "plugins", "only_in_first")
     write_plugin(second / "plugins", "only_in_second")
-    out1 = json.loads(cli(first, "plugins", "list", "--json").stdout)
-    out2 = json.loads(cli(second, "plugins", "list", "--json").stdout)
+    out1 = json.loads(cli(first, "plugins", "list", "--refresh", "--json").stdout)
+    out2 = json.loads(cli(second, "plugins", "list", "--refresh", "--json").stdout)
     assert "only_in_first" in {p["name"] for p in out1} - {p["name"] for p in out2}
     assert "only_in_second" in {p["name"] for p in out2} - {p["name"] for p in out1}

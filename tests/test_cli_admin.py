@@ -79,7 +79,7 @@ def failed(result: subprocess.CompletedProcess, code: int = 1) -> subprocess.Com
 
 
 def listing(env: dict[str, str], **extra: str) -> dict[str, dict[str, Any]]:
-    result = ok(run(env, "plugins", "list", "--json", **extra))
+    result = ok(run(env, "plugins", "list", "--refresh", "--json", **extra))
     return {p["name"]: p for p in json.loads(result.stdout)}
 
 

@@ -71,7 +71,7 @@ def run_cli(home: Path, *args: str, bundled: Path | None = None) -> subprocess.C
 
 
 def plugins_json(home: Path, bundled: Path) -> dict[str, dict[str, Any]]:
-    proc = run_cli(home, "plugins", "list", "--json", bundled=bundled)
+    proc = run_cli(home, "plugins", "list", "--refresh", "--json", bundled=bundled)
     assert proc.returncode == 0, proc.stderr
     return {p["name"]: p for p in json.loads(proc.stdout)}
 
@@ -175,7 +175,7 @@ def test_builtin_names_are_refused_with_warnings(clashy_home, bundled):
 
 
 def test_builtins_still_work_after_a_clash(clashy_home, bundled):
-    listing = run_cli(clashy_home, "plugins", "list", bundled=bundled)
+    listing = run_cli(clashy_home, "plugins", "list", "--refresh", bundled=bundled)
     assert listing.returncode == 0, listing.stderr
     assert "clashy" in listing.stdout
     assert "PLUGIN ANSWER" not in listing.stdout

@@ -315,17 +315,34 @@ def test_deeper_nesting_is_ignored(user_root: Path, make_kernel: Callable[..., K
     # <root>/<category>/<group>/<plugin>/: two levels below a category.
     (user_root / "memory" / "group").mkdir(parents=True)
     make_plugin(user_root / "memory" / "group", "deep", marks, tag="deep-in-category")
-    # <root>/<not a category>/<plugin>/
-    (user_root / "misc").mkdir(parents=True)
-    make_plugin(user_root / "misc", "inner", marks, tag="inside-misc")
+    # <root>/<other category>/<group>/<plugin>/
+    (user_root / "misc" / "group").mkdir(parents=True)
+    make_plugin(user_root / "misc" / "group", "inner", marks, tag="deep-in-misc")
     # a plugin directory inside another plugin is part of that plugin, not a plugin
     outer = make_plugin(user_root, "outer", marks, tag="outer")
     make_plugin(outer, "nested", marks, tag="nested-in-plugin")
     k = make_kernel()
     assert [p.name for p in k.plugins] == ["outer"]
-    for tag in ("deep-in-category", "inside-misc", "nested-in-plugin"):
+    for tag in ("deep-in-category", "deep-in-misc", "nested-in-plugin"):
         assert count(marks, tag, "import") == 0, tag
     assert count(marks, "outer") == 1
+
+
+def test_any_folder_without_manifest_or_init_is_a_category_as_in_hermes(
+    user_root: Path, make_kernel: Callable[..., Kernel], marks: Path
+) -> None:
+    """``plugins/video_gen/x`` and ``plugins/web/y`` load as ``video_gen/x`` and ``web/y`` (Hermes scans
+    any manifest-less top-level folder as a category); in a category the kernel does not know, a
+    folder with only an ``__init__.py`` is not a plugin (Hermes needs its manifest there)."""
+    make_plugin(user_root / "video_gen", "x", marks, tag="video-x", tools=("video_x",))
+    make_plugin(user_root / "web", "y", marks, tag="web-y", tools=("web_y",))
+    write_plugin(user_root / "web", "bare", plugin_code("bare", marks), manifest="")
+    (user_root / "empty_folder").mkdir()
+    k = make_kernel()
+    assert [p.name for p in k.plugins] == ["video_gen/x", "web/y"]
+    assert all(p.enabled for p in k.plugins), [p.error for p in k.plugins]
+    assert run_json(k.tools.dispatch("web_y", {}))["tool"] == "web_y"
+    assert count(marks, "bare", "import") == 0
 
 
 def test_dot_and_dunder_directories_are_skipped(
@@ -877,7 +894,12 @@ def test_debug_variable_prints_discovery_lines_to_stderr(
     paths = _debug_setup(bundled, user_root, marks)
     env = cli_env(home, HERMES_PLUGINS_DEBUG="1", HERMES_BUNDLED_PLUGINS=str(bundled))
     proc = subprocess.run(
-        [*CLI, "plugins", "list"], env=env, capture_output=True, text=True, cwd=Path.cwd(), check=False
+        [*CLI, "plugins", "list", "--refresh"],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=Path.cwd(),
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr
     err = proc.stderr
@@ -913,7 +935,12 @@ def test_without_debug_stderr_is_quiet_and_agent_log_has_warnings_only(
     _debug_setup(bundled, user_root, marks)
     env = cli_env(home, HERMES_BUNDLED_PLUGINS=str(bundled))
     proc = subprocess.run(
-        [*CLI, "plugins", "list"], env=env, capture_output=True, text=True, cwd=Path.cwd(), check=False
+        [*CLI, "plugins", "list", "--refresh"],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=Path.cwd(),
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr
     assert "dbg-plugin" in proc.stdout

@@ -172,6 +172,11 @@ KERNEL_FIRED = {
     "post_tool_call": "k.tools.dispatch",
     "transform_tool_result": "k.tools.dispatch",
     "pre_llm_call": "k.pre_llm_context",
+    "pre_approval_request": "k.tools.dispatch",
+    "post_approval_response": "k.tools.dispatch",
+    "pre_verify": "AgentSession.run",
+    "subagent_start": "AgentSession.delegate",
+    "subagent_stop": "AgentSession.delegate",
     **{name: "k.load()" for name in hookspecs.SLOT_HOOKS},
 }
 
@@ -194,7 +199,7 @@ def _signature(node: ast.FunctionDef) -> tuple[str, list[tuple[str, str]], str]:
 
 
 def test_the_hookspecs_are_found() -> None:
-    assert len(SPECS) == 20, sorted(SPECS)
+    assert len(SPECS) == 23, sorted(SPECS)
 
 
 def test_every_hookspec_has_exactly_one_section() -> None:

@@ -315,7 +315,7 @@ def test_cli_lists_entry_point_plugins(installed: dict[str, object], home: Path,
     env = cli_env(home, PYTHONPATH=str(target), HERMES_BUNDLED_PLUGINS=str(bundled))
     env.pop(MARKS_VARIABLE, None)
     proc = subprocess.run(
-        [*CLI, "plugins", "list", "--json"], env=env, capture_output=True, text=True, check=False
+        [*CLI, "plugins", "list", "--refresh", "--json"], env=env, capture_output=True, text=True, check=False
     )
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
@@ -329,7 +329,9 @@ def test_cli_lists_entry_point_plugins(installed: dict[str, object], home: Path,
     assert by_name["ep-module"]["tools"] == ["ep_module_tool"]
     assert set(by_name["ep-native"]["hooks"]) == {"pre_llm_call", "post_tool_call"}
 
-    table = subprocess.run([*CLI, "plugins", "list"], env=env, capture_output=True, text=True, check=False)
+    table = subprocess.run(
+        [*CLI, "plugins", "list", "--refresh"], env=env, capture_output=True, text=True, check=False
+    )
     assert table.returncode == 0, table.stderr
     assert "ep-native" in table.stdout and "entrypoint" in table.stdout
 

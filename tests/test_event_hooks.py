@@ -185,7 +185,9 @@ def test_shutdown_disconnects_the_handlers_and_forgets_their_modules(home: Path,
 
 
 def listed(env: dict[str, str]) -> dict[str, Any]:
-    done = subprocess.run([*CLI, "plugins", "list", "--json"], env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        [*CLI, "plugins", "list", "--refresh", "--json"], env=env, capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stderr
     return {p["name"]: p for p in run_json(done.stdout)}
 

@@ -413,7 +413,7 @@ def test_the_cli_lists_the_hermes_group_plugins(installed: dict[str, Any], home:
     env = cli_env(home, PYTHONPATH=str(installed["target"]), HERMES_BUNDLED_PLUGINS=str(bundled))
     env.pop(MARKS_VARIABLE, None)
     proc = subprocess.run(
-        [*CLI, "plugins", "list", "--json"], env=env, capture_output=True, text=True, check=False
+        [*CLI, "plugins", "list", "--refresh", "--json"], env=env, capture_output=True, text=True, check=False
     )
     assert proc.returncode == 0, proc.stderr
     data = [p for p in json.loads(proc.stdout) if p["name"].startswith("hg-")]

@@ -52,6 +52,8 @@ TOOL_CONTEXT = {
     "turn_id": "turn-1",
     "api_request_id": "req-1",
 }
+# What every tool hook gets besides the call's ids, as in Hermes (no tool_request middleware here).
+OBSERVER_FIELDS = {"telemetry_schema_version": "hermes.observer.v1", "middleware_trace": []}
 
 
 def spec_names() -> list[str]:
@@ -187,7 +189,7 @@ def test_hook_pre_tool_call(
     assert gate_call == (
         "gate",
         "pre_tool_call",
-        {"tool_name": "probe", "args": {"value": "fine"}, **TOOL_CONTEXT},
+        {"tool_name": "probe", "args": {"value": "fine"}, **TOOL_CONTEXT, **OBSERVER_FIELDS},
     )
     assert sorted(gate_call[2]) == sorted(spec_args("pre_tool_call"))
     assert sink.calls[1] == ("handler", "probe", {"value": "fine"})
@@ -319,6 +321,126 @@ def test_hook_transform_tool_result(
     got = next(c for c in sink.calls if c[1] == "transform_tool_result")[2]
     assert got["status"] == "error"
     assert got["error_type"] == "ValueError"
+
+
+ASKING_GATE = """
+def register(ctx):
+    def gate(tool_name, args, **kwargs):
+        if args.get("value") == "ask":
+            return {"action": "approve", "message": "a human must look", "rule_key": "probe-rule"}
+        return None
+    ctx.register_hook("pre_tool_call", gate)
+"""
+
+
+def approval_setup(
+    plugin_dir: Callable[..., Path], make_kernel: Callable[..., Kernel], sink: types.ModuleType, hook: str
+) -> tuple[Kernel, list[Any]]:
+    """A tool, a plugin whose ``pre_tool_call`` asks for approval, a recorder of ``hook`` and an
+    approver that allows the first request and denies the second."""
+    tool_setup(plugin_dir)
+    plugin_dir("gate", ASKING_GATE, manifest=manifest("gate", ("pre_tool_call",)))
+    plugin_dir("watch", recorder(hook, "ignored"), manifest=manifest("watch", (hook,)))
+    k = make_kernel()
+    asked: list[Any] = []
+
+    def approver(request: Any) -> bool:
+        asked.append(("approver", request.rule_key))
+        sink.calls.append(("approver", request.rule_key, None))
+        return len(asked) == 1
+
+    k.approver = approver
+    assert run_json(k.tools.dispatch("probe", {"value": "ask"}, **TOOL_CONTEXT)) == {"echo": "ask"}
+    denied = run_json(k.tools.dispatch("probe", {"value": "ask"}, **TOOL_CONTEXT))
+    assert "was not approved" in denied["error"]
+    assert run_json(k.tools.dispatch("probe", {"value": "no-ask"}, **TOOL_CONTEXT)) == {"echo": "no-ask"}
+    return k, asked
+
+
+APPROVAL_FIELDS = {
+    "command": "<probe> (plugin approval rule)",
+    "description": "a human must look",
+    "pattern_key": "plugin_rule:probe-rule",
+    "pattern_keys": ["plugin_rule:probe-rule"],
+    "session_key": "sess-1",
+    "surface": "host",
+    "tool_name": "probe",
+    "plugin": "gate",
+    "turn_id": "turn-1",
+    "tool_call_id": "call-1",
+    "telemetry_schema_version": "hermes.observer.v1",
+}
+
+
+def test_hook_pre_approval_request(
+    plugin_dir: Callable[..., Path], make_kernel: Callable[..., Kernel], sink: types.ModuleType
+) -> None:
+    approval_setup(plugin_dir, make_kernel, sink, "pre_approval_request")
+    seen = [c for c in sink.calls if c[1] in ("pre_approval_request", "probe-rule")]
+    # Before each question to the approver, never for a call no plugin asked about.
+    assert seen == [
+        ("watch", "pre_approval_request", APPROVAL_FIELDS),
+        ("approver", "probe-rule", None),
+        ("watch", "pre_approval_request", APPROVAL_FIELDS),
+        ("approver", "probe-rule", None),
+    ]
+    assert sorted(APPROVAL_FIELDS) == sorted(spec_args("pre_approval_request"))
+
+
+def test_hook_post_approval_response(
+    plugin_dir: Callable[..., Path], make_kernel: Callable[..., Kernel], sink: types.ModuleType
+) -> None:
+    k, _ = approval_setup(plugin_dir, make_kernel, sink, "post_approval_response")
+    seen = [c for c in sink.calls if c[1] in ("post_approval_response", "probe-rule")]
+    assert seen == [
+        ("approver", "probe-rule", None),
+        ("watch", "post_approval_response", {**APPROVAL_FIELDS, "choice": "once"}),
+        ("approver", "probe-rule", None),
+        ("watch", "post_approval_response", {**APPROVAL_FIELDS, "choice": "deny"}),
+    ]
+    assert sorted(seen[1][2]) == sorted(spec_args("post_approval_response"))
+    # An approver that raises denies, and observers hear "deny".
+    sink.calls.clear()
+
+    def broken(request: Any) -> bool:
+        raise RuntimeError("approver down")
+
+    k.approver = broken
+    assert "was not approved" in run_json(k.tools.dispatch("probe", {"value": "ask"}))["error"]
+    [(_, _, got)] = [c for c in sink.calls if c[1] == "post_approval_response"]
+    assert got["choice"] == "deny" and got["session_key"] == "" and got["turn_id"] == ""
+
+
+def test_tool_hooks_get_the_middleware_trace(
+    plugin_dir: Callable[..., Path], make_kernel: Callable[..., Kernel], sink: types.ModuleType
+) -> None:
+    """A ``tool_request`` middleware that rewrites the arguments shows in every tool hook's
+    ``middleware_trace`` (Hermes' entry shape, plus the plugin); one that keeps them does not."""
+    tool_setup(plugin_dir)
+    plugin_dir(
+        "a_rewriter",
+        """
+def register(ctx):
+    def shout(tool_name, args, **kwargs):
+        return {"args": {**args, "value": args["value"].upper()}, "reason": "loud", "name": "shout"}
+    def keep(tool_name, args, **kwargs):
+        return None
+    ctx.register_middleware("tool_request", shout)
+    ctx.register_middleware("tool_request", keep)
+""",
+        manifest=manifest("a_rewriter"),
+    )
+    for hook in ("pre_tool_call", "post_tool_call", "transform_tool_result"):
+        plugin_dir(f"w_{hook}", recorder(hook), manifest=manifest(f"w_{hook}", (hook,)))
+    k = make_kernel()
+    k.tools.dispatch("probe", {"value": "hi"})
+    trace = [{"reason": "loud", "name": "shout", "source": "plugin", "plugin": "a_rewriter"}]
+    got = {c[1]: c[2] for c in sink.calls if c[0].startswith("w_")}
+    assert sorted(got) == ["post_tool_call", "pre_tool_call", "transform_tool_result"]
+    for hook, kwargs in got.items():
+        assert kwargs["middleware_trace"] == trace, hook
+        assert kwargs["args"] == {"value": "HI"}
+    assert isinstance(got["transform_tool_result"]["duration_ms"], int)
 
 
 # --------------------------------------------------------------------------
@@ -479,6 +601,21 @@ def test_hook_on_session_finalize(
     fire_with_full_args("on_session_finalize", kwargs, plugin_dir, make_kernel, sink)
 
 
+def test_hook_pre_verify(
+    plugin_dir: Callable[..., Path], make_kernel: Callable[..., Kernel], sink: types.ModuleType
+) -> None:
+    kwargs = {
+        "session_id": "sess-1",
+        "platform": "cli",
+        "model": "m1",
+        "coding": False,
+        "attempt": 0,
+        "final_response": "done",
+        "changed_paths": ["notes.txt"],
+    }
+    fire_with_full_args("pre_verify", kwargs, plugin_dir, make_kernel, sink)
+
+
 def test_hook_on_session_reset(
     plugin_dir: Callable[..., Path], make_kernel: Callable[..., Kernel], sink: types.ModuleType
 ) -> None:
@@ -506,6 +643,10 @@ def test_hook_subagent_start(
         "child_role": "researcher",
         "goal": "find the answer",
         "task_id": "task-3",
+        "parent_turn_id": "turn-1",
+        "child_goal": "find the answer",
+        "parent_subagent_id": "",
+        "child_subagent_id": "sess-1/sub-1",
     }
     fire_with_full_args("subagent_start", kwargs, plugin_dir, make_kernel, sink)
 
@@ -521,6 +662,7 @@ def test_hook_subagent_stop(
         "child_status": "completed",
         "tool_call_history": [{"tool": "calculate", "args": {"expression": "6*7"}}],
         "duration_ms": 1500,
+        "parent_turn_id": "turn-1",
     }
     fire_with_full_args("subagent_stop", kwargs, plugin_dir, make_kernel, sink)
 

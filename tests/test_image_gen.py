@@ -381,7 +381,11 @@ def test_unavailable_backend_is_reported_not_used(kernel_of: Callable[..., Kerne
     k = kernel_of({"image_gen": {"provider": "openai-compatible"}})
     with pytest.raises(ProviderSelectionError, match="not available: no base URL"):
         k.providers.image_gen()
-    assert "generate_image" not in k.tools.names()
+    # As in Hermes, the tool stays; a call says which provider lacks what, and nothing is sent.
+    answer = run_json(k.tools.dispatch("generate_image", {"prompt": "a cat"}))
+    assert answer["success"] is False and answer["error_type"] == "provider_unavailable"
+    assert "image generator 'openai-compatible' is not available" in answer["error"]
+    assert "image_gen.base_url" in answer["error"] and answer["provider"] == "openai-compatible"
     provider = k.slots.get("image_gen", "openai-compatible").obj
     assert provider.is_available() is False
     assert "image_gen.base_url" in provider.unavailable_reason()
@@ -444,6 +448,33 @@ def test_another_plugin_backend_can_be_selected(
     assert saved(result, home) == RED
     active = {r.name: r.active for r in k.providers.status() if r.slot == "image_gen"}
     assert active == {"openai-compatible": False, "solid": True}
+
+
+def test_the_only_available_generator_is_chosen_without_config(
+    kernel_of: Callable[..., Kernel], plugin_dir: Callable[..., Path], home: Path
+) -> None:
+    """No ``image_gen.provider``: the bundled backend is unavailable (no URL), ``solid`` is ready, so
+    ``solid`` serves ``generate_image`` (Hermes' single-available-provider rule)."""
+    plugin_dir("solid-images", SOLID_PLUGIN)
+    k = kernel_of()
+    assert k.providers.selected("image_gen") == "solid"
+    assert k.tools.get("generate_image").plugin == "solid-images"
+    assert saved(run_json(k.tools.dispatch("generate_image", {"prompt": "anything"})), home) == RED
+    active = {r.name: r.active for r in k.providers.status() if r.slot == "image_gen"}
+    assert active == {"openai-compatible": False, "solid": True}
+
+
+def test_two_available_generators_and_no_config_choose_none(
+    kernel_of: Callable[..., Kernel],
+    plugin_dir: Callable[..., Path],
+    server: LocalServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    plugin_dir("solid-images", SOLID_PLUGIN)
+    monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+    k = kernel_of()
+    assert k.providers.selected("image_gen") is None
+    assert "generate_image" not in k.tools.names()
 
 
 def test_two_plugins_offering_the_same_name_warn_naming_both(

@@ -440,7 +440,7 @@ def test_plugins_list_json_shows_the_servers(home: Path, bundled: Path) -> None:
     }
     (home / "config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
     proc = subprocess.run(
-        [*CLI, "plugins", "list", "--json"],
+        [*CLI, "plugins", "list", "--refresh", "--json"],
         env=cli_env(home, HERMES_BUNDLED_PLUGINS=str(bundled)),
         capture_output=True,
         text=True,

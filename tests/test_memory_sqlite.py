@@ -22,8 +22,10 @@ import yaml
 from conftest import CLI, REPO, cli_env, run_json, write_plugin
 
 from kernel import Kernel
+from kernel.agent import AgentSession
 from kernel.providers import MemoryProvider
 from kernel.providers.manager import ProviderSelectionError
+from kernel.testing import scripted_config, write_script
 
 EXTENSIONS = REPO / "extensions"
 SQLITE = {"memory": {"provider": "sqlite"}}
@@ -586,3 +588,25 @@ def test_sqlite_without_fts5_is_reported_unavailable(kernel, monkeypatch: pytest
     assert "FTS5" in str(caught.value)
     row = next(r for r in k.providers.status() if r.slot == "memory" and r.name == "sqlite")
     assert not row.available and "FTS5" in row.reason
+
+
+# --------------------------------------------------------------------------
+# /new and /reset: the provider follows the new session id (issue 16)
+# --------------------------------------------------------------------------
+
+
+def test_after_a_reset_notes_are_stored_under_the_new_session(kernel, home: Path) -> None:
+    k = kernel(config={**SQLITE, **scripted_config(write_script(home, ["Hello!"]))})
+    session = AgentSession(k, session_id="before-reset")
+    session.run("hi there")
+    memory = k.providers.memory()
+    assert memory.session_id == "before-reset"
+    new = session.reset("new")
+    assert memory.session_id == new  # on_session_switch, not a second initialize
+    # No session in the call: the provider's own session id is used.
+    stored = run_json(k.tools.dispatch("memory_store", {"content": "A note written after the reset"}))
+    assert stored["stored"] is True and stored["session_id"] == new
+    rows = dict(db_rows(home, "SELECT content, session_id FROM memories"))
+    assert rows["A note written after the reset"] == new
+    assert rows["User: hi there\nAssistant: Hello!"] == "before-reset"
+    session.close()

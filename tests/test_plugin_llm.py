@@ -633,7 +633,9 @@ def test_model_allowlists(
     llm.complete(USER, model="vendor/m-mini")
     assert server.posts()[-1].json["model"] == "vendor/m-mini"
     sent = len(server.posts())
-    for refused in ("m-large", "m-small-2", "vendor/*", "M-SMALL"):  # literal matches only
+    llm.complete(USER, model=" M-Small ")  # matched trimmed and case-insensitively, as in Hermes
+    sent = len(server.posts())
+    for refused in ("m-large", "m-small-2", "vendor/*"):  # no patterns: whole names only
         with pytest.raises(PluginLlmTrustError) as caught:
             llm.complete(USER, model=refused)
         assert "plugins.entries.gatekeeper.llm.allowed_models" in str(caught.value)
@@ -790,4 +792,49 @@ def test_an_allowed_but_unknown_provider_is_a_plugin_llm_error_naming_it(
     gate(hermes, server, "gatekeeper", allow_provider_override=True, allowed_providers=["*"])
     with pytest.raises(PluginLlmError, match="no-such-provider"):
         llm_of(sink, "gatekeeper").complete(USER, provider="no-such-provider")
+    assert server.posts() == []
+
+
+HERMES_STYLE_PROVIDER = """\
+from providers import ProviderProfile, register_provider
+
+register_provider(ProviderProfile(name={name!r}, base_url={url!r}, auth_type="none", {field}={value!r}))
+"""
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "expected"),
+    [
+        ("default_aux_model", "aux-small", "aux-small"),
+        ("fallback_models", ("first-fallback", "second-fallback"), "first-fallback"),
+    ],
+)
+def test_a_granted_provider_without_a_model_uses_its_profiles_default(
+    kernel: Callable[..., Kernel],
+    server: LocalServer,
+    other_server: LocalServer,
+    spy: Callable[[str], Any],
+    sink: types.ModuleType,
+    hermes: Path,
+    field: str,
+    value: Any,
+    expected: str,
+) -> None:
+    """``ctx.llm.complete(provider=...)`` with no ``model=``: the profile's ``default_aux_model`` (Hermes'
+    field), else its first fallback model; the model gate is not asked, since the plugin chose none."""
+    write_plugin(
+        hermes / "plugins",
+        "model-providers/third",
+        HERMES_STYLE_PROVIDER.format(name="third", url=other_server.base_url, field=field, value=value),
+        manifest={"name": "third", "version": "1.0.0", "kind": "model-provider"},
+    )
+    spy("gatekeeper")
+    kernel()
+    llm = llm_of(sink, "gatekeeper")
+    other_server.set_default(ok("from third", model=expected))
+    gate(hermes, server, "gatekeeper", allow_provider_override=True, allowed_providers=["THIRD"])
+    result = llm.complete(USER, provider="third")
+    assert result.text == "from third" and result.provider == "third"
+    (seen,) = other_server.posts()
+    assert seen.json["model"] == expected
     assert server.posts() == []

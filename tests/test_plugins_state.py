@@ -1,4 +1,6 @@
-"""`hermes-kernel plugins list` reuses the last load's list and imports no plugin code while it is current."""
+"""`hermes-kernel plugins list` never imports plugin code: it lists from manifests, with the state and the
+counts of the last load (the saved list) marked as such, or unknown when there was none; `--refresh`
+loads."""
 
 from __future__ import annotations
 
@@ -56,41 +58,80 @@ def by_name(records: list[dict]) -> dict[str, dict]:
     return {r["name"]: r for r in records}
 
 
-def test_second_listing_imports_nothing_and_shows_the_same(cli_home: Path) -> None:
-    first = plugins_list(cli_home)
+def test_the_first_listing_imports_nothing_and_says_what_it_does_not_know(cli_home: Path) -> None:
+    first = by_name(plugins_list(cli_home))
+    assert imports(cli_home) == 0
+    for name in ("marker", "broken"):
+        assert first[name]["listed_from"] == "unknown"
+        assert first[name]["tools"] is None and first[name]["hooks"] is None
+        assert first[name]["error"] is None and not first[name]["enabled"]
+    table = subprocess.run(
+        [*CLI, "plugins", "list"],
+        capture_output=True,
+        text=True,
+        env=cli_env(cli_home, HERMES_BUNDLED_PLUGINS=os.environ["HERMES_BUNDLED_PLUGINS"]),
+        timeout=120,
+    ).stdout
+    row = next(line for line in table.splitlines() if line.startswith("marker "))
+    assert row.split()[-3:] == ["yet", "?", "?"]
+    assert "? not known until the plugins load." in table and "--refresh" in table
+    assert imports(cli_home) == 0
+
+
+def test_after_a_load_the_listing_shows_its_outcome_and_imports_nothing(cli_home: Path) -> None:
+    loaded = plugins_list(cli_home, "--refresh")
     assert imports(cli_home) == 1
     second = plugins_list(cli_home)
     assert imports(cli_home) == 1  # the list of the last load was reused
-    assert second == first
+    assert [{k: v for k, v in r.items() if k != "listed_from"} for r in second] == [
+        {k: v for k, v in r.items() if k != "listed_from"} for r in loaded
+    ]
+    assert {r["listed_from"] for r in second} == {"current"}
     assert by_name(second)["marker"]["tools"] == ["marked"]
     broken = by_name(second)["broken"]
     assert not broken["enabled"] and "broken at import" in broken["error"]
 
 
-def test_a_changed_plugin_file_is_loaded_again(cli_home: Path) -> None:
-    plugins_list(cli_home)
+def test_a_changed_plugin_file_shows_the_last_loads_counts_marked(cli_home: Path) -> None:
+    plugins_list(cli_home, "--refresh")
     init = cli_home / "plugins" / "marker" / "__init__.py"
     init.write_text(init.read_text() + "\n# changed\n")
     os.utime(init, ns=(init.stat().st_mtime_ns + 10**9, init.stat().st_mtime_ns + 10**9))
-    plugins_list(cli_home)
-    assert imports(cli_home) == 2
+    marker = by_name(plugins_list(cli_home))["marker"]
+    assert imports(cli_home) == 1
+    assert marker["listed_from"] == "last load" and marker["tools"] == ["marked"] and marker["enabled"]
+    table = subprocess.run(
+        [*CLI, "plugins", "list"],
+        capture_output=True,
+        text=True,
+        env=cli_env(cli_home, HERMES_BUNDLED_PLUGINS=os.environ["HERMES_BUNDLED_PLUGINS"]),
+        timeout=120,
+    ).stdout
+    row = next(line for line in table.splitlines() if line.startswith("marker "))
+    assert row.split()[-3:] == ["enabled*", "1*", "0*"]
+    assert "* as of the last load; things changed since." in table
+    assert imports(cli_home) == 1
 
 
-def test_config_and_environment_changes_are_seen(cli_home: Path) -> None:
+def test_config_and_environment_changes_are_seen_without_loading(cli_home: Path) -> None:
     write_plugin(
         cli_home / "plugins",
         "needy",
         "def register(ctx):\n    pass\n",
         manifest={"name": "needy", "requires_env": ["NEEDY_KEY"]},
     )
-    assert "missing: NEEDY_KEY" in by_name(plugins_list(cli_home))["needy"]["error"]
-    assert by_name(plugins_list(cli_home, NEEDY_KEY="set"))["needy"]["enabled"]
+    needy = by_name(plugins_list(cli_home))["needy"]
+    assert "missing: NEEDY_KEY" in needy["error"] and needy["listed_from"] == "current"
+    assert by_name(plugins_list(cli_home, NEEDY_KEY="set"))["needy"]["listed_from"] == "unknown"
     (cli_home / "config.yaml").write_text(yaml.safe_dump({"plugins": {"disabled": ["marker"]}}))
     assert "disabled via config" in by_name(plugins_list(cli_home))["marker"]["error"]
+    assert imports(cli_home) == 0
 
 
 def test_refresh_and_debug_always_load(cli_home: Path) -> None:
     plugins_list(cli_home)
+    plugins_list(cli_home, "--refresh")
+    assert imports(cli_home) == 1
     plugins_list(cli_home, "--refresh")
     assert imports(cli_home) == 2
     plugins_list(cli_home, HERMES_PLUGINS_DEBUG="1")
@@ -98,7 +139,7 @@ def test_refresh_and_debug_always_load(cli_home: Path) -> None:
 
 
 def test_cached_listing_imports_no_plugin_code_or_http_client(cli_home: Path) -> None:
-    plugins_list(cli_home)
+    plugins_list(cli_home, "--refresh")
     code = (
         "import sys\n"
         "from kernel.cli import main\n"

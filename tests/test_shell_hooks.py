@@ -601,7 +601,6 @@ def test_malformed_entries_are_config_problems_and_the_rest_loads(kernel, tmp_pa
     expected = [
         "'hooks[0].command' must be a non-empty string",
         "'hooks[1].command' must be a non-empty string",
-        "'hooks[2].timeout' must be a number of seconds",
         "'hooks[3].fail_closed' must be true or false",
         "'hooks[4].when' must be a mapping",
         "'hooks[5].when.tools' must be a non-empty list of tool names",
@@ -615,7 +614,11 @@ def test_malformed_entries_are_config_problems_and_the_rest_loads(kernel, tmp_pa
         assert problem.startswith("config.yaml: ") and text in problem, (problem, text)
     info = surface(k)
     assert info.error is None and info.enabled
-    assert info.description == "1 shell hook (pre_tool_call)"
+    # A timeout that is not a number keeps the hook, with the default 60 s (as in Hermes).
+    assert info.description == "2 shell hooks (pre_tool_call)"
+    assert any(
+        "'hooks[2].timeout' must be a number of seconds" in w and "using 60" in w for w in info.warnings
+    )
     assert any("'hooks[10]'" in w and "unknown key(s) colour ignored" in w for w in info.warnings)
     assert "config_problem" in agent_log(home)
 
@@ -639,6 +642,26 @@ def test_reserved_keys_are_not_events(kernel, tmp_path):
     assert info.warnings == [] and k.problems == []
     assert info.hooks == ["pre_tool_call"]
     assert kernel({"output_spill": {"max_chars": 10}}).problems == []
+
+
+def test_a_timeout_that_is_not_a_number_keeps_the_hook_with_hermes_default():
+    """Hermes reads the timeout with ``int()``: ``"30"`` is 30 s, anything else the default 60 s;
+    the hook is never dropped for it (before, the kernel skipped such a hook, so a guard never ran)."""
+    config = {
+        "hooks": [
+            {"event": "pre_tool_call", "command": "a", "timeout": "soon"},
+            {"event": "pre_tool_call", "command": "b", "timeout": " 30 "},
+            {"event": "pre_tool_call", "command": "c", "timeout": [5]},
+            {"event": "pre_tool_call", "command": "d", "timeout": True},
+            {"event": "pre_tool_call", "command": "e", "timeout": "x" * 10_000},
+        ]
+    }
+    parsed = shell_hooks.parse(config, ["pre_tool_call"])
+    assert parsed.problems == []
+    assert [h.timeout for h in parsed.hooks] == [60, 30, 60, 60, 60]
+    flagged = [i for i in range(5) if any(f"'hooks[{i}].timeout' must be" in w for w in parsed.warnings)]
+    assert flagged == [0, 2, 3, 4]
+    assert all(len(w) < 400 for w in parsed.warnings)  # a huge value is not echoed back
 
 
 def test_timeouts_are_clamped_and_kept_below_the_kernels_hook_timeout():
@@ -796,7 +819,7 @@ def test_cli_lists_the_shell_hooks(cli, home, tmp_path):
     ]
     assert [c["callback"] for c in rows["post_llm_call"]["callbacks"]] == ["true"]
 
-    plugins = {p["name"]: p for p in json.loads(cli("plugins", "list", "--json").stdout)}
+    plugins = {p["name"]: p for p in json.loads(cli("plugins", "list", "--refresh", "--json").stdout)}
     info = plugins["config:shell-hooks"]
     assert (info["kind"], info["source"], info["enabled"], info["error"]) == (
         "shell-hooks",

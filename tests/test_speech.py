@@ -662,7 +662,7 @@ def test_doctor_and_plugins_list_show_the_surface(home: Path, bundled: Path) -> 
     doctor = subprocess.run([*CLI, "doctor"], env=env, capture_output=True, text=True)
     assert doctor.returncode == 1
     assert "'tts.providers.x.command': unknown placeholder {voise}" in doctor.stdout
-    listing = subprocess.run([*CLI, "plugins", "list"], env=env, capture_output=True, text=True)
+    listing = subprocess.run([*CLI, "plugins", "list", "--refresh"], env=env, capture_output=True, text=True)
     assert "config:speech" in listing.stdout, listing.stdout + listing.stderr
 
 

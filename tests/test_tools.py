@@ -551,7 +551,9 @@ def test_post_tool_call_receives_result_duration_status_and_context(hooked_kerne
     assert post["error_type"] is None
     assert post["task_id"] == "T" and post["session_id"] == "S" and post["tool_call_id"] == "C"
     for key in ("turn_id", "api_request_id"):
-        assert key in post and post[key] is None
+        assert key in post and post[key] == ""  # Hermes' empty id, not None
+    assert post["telemetry_schema_version"] == "hermes.observer.v1"
+    assert post["middleware_trace"] == []
 
 
 def test_post_tool_call_sees_handler_failure(hooked_kernel):

@@ -150,7 +150,7 @@ def check_plugins(installed: Installed, stdout: str) -> None:
 
 
 def test_python_m_kernel_lists_the_bundled_calculator(installed):
-    result = installed.run([str(installed.python), "-m", "kernel", "plugins", "list", "--json"])
+    result = installed.run([str(installed.python), "-m", "kernel", "plugins", "list", "--refresh", "--json"])
     assert result.returncode == 0, result.stderr
     check_plugins(installed, result.stdout)
 
@@ -159,10 +159,10 @@ def test_console_script_lists_the_bundled_calculator(installed):
     assert installed.script.is_file(), "pip did not create the hermes-kernel console script"
     shebang = installed.script.read_text(encoding="utf-8").splitlines()[0]
     assert str(installed.venv) in shebang, shebang
-    result = installed.run([str(installed.script), "plugins", "list", "--json"])
+    result = installed.run([str(installed.script), "plugins", "list", "--refresh", "--json"])
     assert result.returncode == 0, result.stderr
     check_plugins(installed, result.stdout)
-    table = installed.run([str(installed.script), "plugins", "list"])
+    table = installed.run([str(installed.script), "plugins", "list", "--refresh"])
     assert table.returncode == 0, table.stderr
     assert any(line.startswith("calculator") and "bundled" in line for line in table.stdout.splitlines())
 

@@ -15,7 +15,7 @@ from ..core.log import shown
 from ..core.safe_yaml import DataRefused, load_json
 from . import chat, doctor, gateway, hooks, install, logs
 from . import plugins as plugins_group
-from .common import loaded_kernel
+from .common import loaded_kernel, plugin_status
 
 if TYPE_CHECKING:
     from ..commands import CliCommand
@@ -178,34 +178,54 @@ def _parser() -> tuple[argparse.ArgumentParser, Any]:
 def _plugins_list(args: argparse.Namespace) -> int:
     kernel = Kernel()
     try:
-        # The list of the last load when nothing changed since: no plugin code is imported.
-        plugins = None if args.refresh or kernel.debug else kernel.cached_plugins()
-        if plugins is None:
+        if args.refresh or kernel.debug:
             kernel.load()
             kernel.save_plugin_state()
-            plugins = kernel.plugins
+            rows = [(p, "current") for p in kernel.plugins]
+        else:
+            # From manifests and the last load's saved list: no plugin code is imported.
+            rows = kernel.listing()
         for problem in kernel.problems:
             print(f"warning: {problem}", file=sys.stderr)
         if args.json:
-            print(json.dumps([p.to_dict() for p in plugins], indent=2, ensure_ascii=False))
+            out = []
+            for info, basis in rows:
+                record = {**info.to_dict(), "listed_from": basis}
+                if basis == "unknown":
+                    record["tools"] = record["hooks"] = None
+                out.append(record)
+            print(json.dumps(out, indent=2, ensure_ascii=False))
         else:
-            print(format_plugin_table(plugins))
+            print(format_plugin_table([info for info, _ in rows], dict((i.name, b) for i, b in rows)))
+            listed = {info.source for info, _ in rows}
+            asked = kernel._services.asked_for()
+            if not args.refresh and asked and not listed & {"config", "hooks"}:
+                print(f"config.yaml also sets up {', '.join(asked)}: their entries show after a load.")
     finally:
         kernel.shutdown()
     return 0
 
 
-def format_plugin_table(plugins: list[PluginInfo]) -> str:
-    """A readable table of plugins, with each problem on its own indented line."""
+def format_plugin_table(plugins: list[PluginInfo], listed_from: dict[str, str] | None = None) -> str:
+    """A readable table of plugins, with each problem on its own indented line.
+
+    ``listed_from`` (``plugins list`` without loading) tells, per plugin, whether its state is
+    ``current``, from the ``last load`` (counts marked ``*``) or ``unknown`` (counts ``?``).
+    """
     if not plugins:
         return "No plugins found."
+    listed_from = listed_from or {}
     headers = ("NAME", "VERSION", "KIND", "SOURCE", "STATUS", "TOOLS", "HOOKS")
     rows = []
     for p in plugins:
-        status = "enabled" if p.enabled else ("disabled" if p.error and "disabled" in p.error else "failed")
-        rows.append(
-            (p.name, p.version or "-", p.kind, p.source, status, str(len(p.tools)), str(len(p.hooks)))
-        )
+        basis = listed_from.get(p.name, "current")
+        if basis == "unknown":
+            status, tools, hooks = "not loaded yet", "?", "?"
+        else:
+            mark = "*" if basis == "last load" else ""
+            status = plugin_status(p).partition(" (")[0] + mark
+            tools, hooks = f"{len(p.tools)}{mark}", f"{len(p.hooks)}{mark}"
+        rows.append((p.name, p.version or "-", p.kind, p.source, status, tools, hooks))
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
     for p, row in zip(plugins, rows, strict=True):
@@ -216,6 +236,13 @@ def format_plugin_table(plugins: list[PluginInfo]) -> str:
         notes += [f"hook {hook} disabled: {error}" for hook, error in p.hook_errors.items()]
         notes += [f"warning: {w}" for w in p.warnings]
         lines += [f"    {note}" for note in notes]
+    bases = set(listed_from.values())
+    if "last load" in bases:
+        lines.append("* as of the last load; things changed since.")
+    if "unknown" in bases:
+        lines.append("? not known until the plugins load.")
+    if bases - {"current"}:
+        lines.append("Listing imports no plugin code: `hermes-kernel plugins list --refresh` loads them.")
     return "\n".join(lines)
 
 

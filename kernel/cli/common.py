@@ -28,6 +28,7 @@ def loaded_kernel(home: str | None = None) -> Kernel:
 
 
 DISABLED_BY_CONFIG = "disabled via config"
+NOT_ENABLED = "not enabled in config"  # kernel.core.records.NOT_ENABLED, without importing the core
 TIERS = {0: "tryfirst", 1: "normal", 2: "trylast", 3: "config"}
 
 
@@ -139,6 +140,8 @@ def plugin_status(info: PluginInfo) -> str:
     error = info.error or ""
     if error.startswith(DISABLED_BY_CONFIG):
         return "disabled"
+    if error.startswith(NOT_ENABLED):
+        return "not enabled"
     if "(missing: " in error:
         return "disabled (missing environment variables)"
     return "failed"

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .common import DISABLED_BY_CONFIG, dump_json, manifest_at
+from .common import DISABLED_BY_CONFIG, NOT_ENABLED, dump_json, manifest_at
 
 if TYPE_CHECKING:
     from ..core.kernel import Kernel, PluginInfo
@@ -113,6 +113,17 @@ def diagnose(kernel: Kernel, environ: dict[str, str]) -> list[Finding]:
                 fix = f"set enabled: true in {config_file}"
                 findings.append(Finding("info", "surface", subject, error, fix))
                 continue
+        if error.startswith(NOT_ENABLED):
+            findings.append(
+                Finding(
+                    "warning",
+                    "plugin",
+                    subject,
+                    "not enabled: config.yaml has plugins.enabled, which does not list it",
+                    f"hermes-kernel plugins enable {info.name}",
+                )
+            )
+            continue
         if error.startswith(DISABLED_BY_CONFIG):
             findings.append(
                 Finding(

@@ -162,7 +162,26 @@ def plugin_details(
         if s.plugin == info.name
     ]
     data["providers"] = [r.to_dict() for r in kernel.providers.status() if r.plugin == info.name]
+    # Auxiliary tasks, browser providers, secret sources, ... (names and labels only, never a secret value).
+    attached = "registrations" in kernel.services
+    data["registrations"] = kernel.registrations.of_plugin(info.name) if attached else {}
     return data
+
+
+def registration_line(kind: str, row: dict[str, Any]) -> str:
+    """One line of ``plugins info`` for something the plugin registered with ``k.registrations``."""
+    line = row["name"]
+    if kind == "auxiliary_tasks":
+        texts = (row[k].strip() for k in ("display_name", "description"))
+        line += "".join(f"  {text.splitlines()[0]}" for text in texts if text)
+    elif kind == "secret_sources":
+        line += f" ({row['label']}, {row['shape']})"
+        line += f": supplies {', '.join(row['applied'])}" if row["applied"] else ""
+    elif kind == "dashboard_auth_providers":
+        line += f" ({row['display_name']})"
+    elif kind == "browser_providers" and not row["active"]:
+        line += "  [replaced by another plugin's]"
+    return line
 
 
 def format_plugin_details(data: dict[str, Any]) -> str:
@@ -245,6 +264,8 @@ def format_plugin_details(data: dict[str, Any]) -> str:
             f"{row['slot']} '{row['name']}' ({flags})" + (f": {row['reason']}" if row["reason"] else "")
         )
     section_lines("providers", providers)
+    for kind, rows in data.get("registrations", {}).items():
+        section_lines(kind.replace("_", " "), [registration_line(kind, row) for row in rows])
     section_lines("overrides", data["overrides"])
     section_lines("warnings", data["warnings"])
     return "\n".join(lines)
@@ -281,42 +302,52 @@ def _set_disabled(name: str, *, disable: bool) -> int:
         return unknown_name(name, items)
     path = home / "config.yaml"
 
+    done: list[str] = []
+
     def change(data: dict[str, Any]) -> bool:
         plugins = data.setdefault("plugins", {})
         if plugins is None:
             plugins = data["plugins"] = {}
         if not isinstance(plugins, dict):
             raise ValueError(f"{path}: 'plugins' is not a mapping; not changing plugins.disabled")
-        current = plugins.get("disabled")
-        if current is None:
-            current = []
-        if not isinstance(current, list) or not all(isinstance(v, str) for v in current):
-            raise ValueError(f"{path}: 'plugins.disabled' is not a list of names; fix it by hand first")
+        lists = {}
+        for list_key in ("disabled", "enabled"):
+            current = plugins.get(list_key)
+            if current is not None and (
+                not isinstance(current, list) or not all(isinstance(v, str) for v in current)
+            ):
+                raise ValueError(f"{path}: 'plugins.{list_key}' is not a list of names; fix it by hand first")
+            lists[list_key] = current
+        done.clear()
+        disabled, allowed = lists["disabled"] or [], lists["enabled"]
         if disable:
-            if names & set(current):
-                return False
-            plugins["disabled"] = [*current, key]
-            return True
-        kept = [v for v in current if v not in names]
-        if len(kept) == len(current):
-            return False
-        plugins["disabled"] = kept
-        return True
+            if not names & set(disabled):
+                plugins["disabled"] = [*disabled, key]
+                done.append("added it to plugins.disabled")
+            if allowed is not None and names & set(allowed):
+                plugins["enabled"] = [v for v in allowed if v not in names]
+                done.append("removed it from plugins.enabled")
+            return bool(done)
+        if names & set(disabled):
+            plugins["disabled"] = [v for v in disabled if v not in names]
+            done.append("removed it from plugins.disabled")
+        # Hermes' allow-list: once config.yaml has one, a plugin runs only when listed in it.
+        if allowed is not None and not names & set(allowed):
+            plugins["enabled"] = [*allowed, key]
+            done.append("added it to plugins.enabled")
+        return bool(done)
 
     try:
         changed = update_config(home, change, what="plugins.disabled")
     except (ValueError, OSError) as exc:
         return fail(str(exc))
-    if disable:
-        if changed:
-            print(f"disabled '{key}': added it to plugins.disabled in {path}")
-        else:
-            print(f"'{key}' is already disabled (plugins.disabled in {path}); nothing changed")
-        return 0
+    verb = "disabled" if disable else "enabled"
     if changed:
-        print(f"enabled '{key}': removed it from plugins.disabled in {path}")
+        print(f"{verb} '{key}': {' and '.join(done)} in {path}")
     else:
-        print(f"'{key}' is already enabled (not in plugins.disabled); nothing changed")
+        print(f"'{key}' is already {verb} (plugins.disabled and plugins.enabled in {path}); nothing changed")
+    if disable:
+        return 0
     if cand is not None and cand.manifest is not None:
         environ, dotenv = dict(os.environ), read_dotenv(home)
         missing = [v.name for v in cand.manifest.requires_env if env_state(v, environ, dotenv) is None]

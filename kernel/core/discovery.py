@@ -13,7 +13,8 @@ if TYPE_CHECKING:
 
 from .manifest import Manifest, ManifestError, find_manifest, load_manifest
 
-# One level of category folders: <root>/<category>/<name>/ has key "<category>/<name>".
+# One level of category folders: <root>/<category>/<name>/ has key "<category>/<name>".  In these,
+# a folder with only an ``__init__.py`` is a plugin too; any other category needs manifests.
 CATEGORIES = ("model-providers", "platforms", "memory", "context_engine", "image_gen")
 
 ENTRY_POINT_GROUP = "hermes_agent.plugins"
@@ -95,7 +96,13 @@ def scan_root(root: Path, source: str, log: Any, cache: Any = None) -> list[Cand
         elif (child / "__init__.py").is_file():
             found.append(_candidate(child, None, source, None, cache))
         else:
-            log.debug("skip", path=str(child), reason="no plugin.yaml or __init__.py")
+            # Any other folder is a category too, as in Hermes (``plugins/video_gen/x``), whose
+            # plugins must then have a manifest; a folder of neither kind is skipped.
+            inner = [g for g in _subdirs(child, log) if find_manifest(g) is not None]
+            for grandchild in inner:
+                found.append(_candidate(grandchild, find_manifest(grandchild), source, child.name, cache))
+            if not inner:
+                log.debug("skip", path=str(child), reason="no plugin.yaml, __init__.py or plugins with one")
     log.debug("source_scanned", source=source, root=str(root), plugins=len(found))
     return found
 

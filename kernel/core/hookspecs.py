@@ -62,6 +62,8 @@ def pre_tool_call(
     tool_call_id: str | None,
     turn_id: str | None,
     api_request_id: str | None,
+    telemetry_schema_version: str,
+    middleware_trace: list,
 ) -> dict | None:
     """Decide on a tool call before its handler runs.
 
@@ -75,8 +77,12 @@ def pre_tool_call(
     :param tool_call_id: the model's id for this call, when known.
     :param turn_id: the id of the user turn, when known.
     :param api_request_id: the model request that asked for the call.
+    :param telemetry_schema_version: ``"hermes.observer.v1"``, the payload's version (as in Hermes).
+    :param middleware_trace: one entry (``source``, ``reason``, ``name``, ``plugin``) per
+        ``tool_request`` middleware that rewrote the arguments, in order; empty when none did.
 
-    Return ``None`` for no opinion, or a decision:
+    The ids the caller did not give are ``""`` (as in Hermes).  Return ``None`` for no opinion,
+    or a decision:
 
     * ``{"action": "block", "message": str}`` (also
       ``{"decision": "block", "reason": str}``) stops the call: the handler
@@ -115,6 +121,8 @@ def post_tool_call(
     status: str,
     error_type: str | None,
     error_message: str | None,
+    telemetry_schema_version: str,
+    middleware_trace: list,
 ) -> None:
     """Observe a finished tool call.
 
@@ -137,6 +145,8 @@ def post_tool_call(
     :param error_type: the exception class name when the handler failed;
         ``"plugin_block"`` when the call was blocked.
     :param error_message: the error text when the handler failed; the block message when blocked.
+    :param telemetry_schema_version: as for ``pre_tool_call``.
+    :param middleware_trace: as for ``pre_tool_call``.
 
     The return value is ignored.  Failure policy: observer (log, disable the
     callback, go on).
@@ -153,9 +163,12 @@ def transform_tool_result(
     tool_call_id: str | None,
     turn_id: str | None,
     api_request_id: str | None,
+    duration_ms: int,
     status: str,
     error_type: str | None,
     error_message: str | None,
+    telemetry_schema_version: str,
+    middleware_trace: list,
 ) -> str | None:
     """Rewrite a tool result before the model sees it.
 
@@ -164,6 +177,7 @@ def transform_tool_result(
     :param tool_name: the tool that ran.
     :param args: a copy of its arguments.
     :param result: the JSON string result so far.
+    :param duration_ms: wall time of the handler, in whole milliseconds.
     :param status: ``"ok"`` or ``"error"``; the other arguments are as for
         ``post_tool_call``.
 
@@ -469,6 +483,100 @@ def on_session_reset(
     """
 
 
+@hookspec
+def pre_verify(
+    session_id: str,
+    platform: str,
+    model: str,
+    coding: bool,
+    attempt: int,
+    final_response: str,
+    changed_paths: list,
+) -> dict | None:
+    """Keep a turn going instead of letting it finish: the verification gate.
+
+    Fires in the agent loop when a turn that ran tools is about to end with a
+    final answer, at most ``agent.max_verify_nudges`` times per turn (default 3).
+
+    :param session_id: the session of the turn (``""`` when none).
+    :param platform: where the turn runs (``"cli"``, a gateway platform, ``""``).
+    :param model: the model's name (``""`` when unknown).
+    :param coding: ``agent.coding`` from config.yaml (the kernel cannot tell a coding session itself).
+    :param attempt: how many times this turn has been kept going already (0 the first time).
+    :param final_response: the answer the model would end the turn with.
+    :param changed_paths: the ``path`` / ``file_path`` arguments of the turn's tool calls, sorted.
+
+    Return ``{"action": "continue", "message": str}`` (or Claude Code's
+    ``{"decision": "block", "reason": str}``) to append the answer and
+    ``message`` (as a user message) to the conversation and call the model
+    again; anything else lets the turn finish.  The first such answer in plugin
+    order with a non-blank message wins.  Failure policy: observer.
+    """
+
+
+@hookspec
+def pre_approval_request(
+    command: str,
+    description: str,
+    pattern_key: str,
+    pattern_keys: list,
+    session_key: str,
+    surface: str,
+    tool_name: str,
+    plugin: str,
+    turn_id: str,
+    tool_call_id: str,
+    telemetry_schema_version: str,
+) -> None:
+    """A tool call is about to wait for a human decision (a ``pre_tool_call`` ``approve``).
+
+    Fires in ``k.tools.dispatch`` before the host's approver (or the terminal)
+    is asked.
+
+    :param command: what is being approved, as Hermes labels a plugin rule:
+        ``"<tool> (plugin approval rule)"``.
+    :param description: the approving plugin's message, or a default naming it.
+    :param pattern_key: ``"plugin_rule:<rule_key>"``.
+    :param pattern_keys: ``[pattern_key]``.
+    :param session_key: the session of the call (``""`` when none).
+    :param surface: ``"cli"`` (the terminal approver) or ``"host"`` (``Kernel(approver=...)``).
+    :param tool_name: the tool waiting.
+    :param plugin: the plugin that asked for approval.
+    :param turn_id: as for ``pre_tool_call``.
+    :param tool_call_id: as for ``pre_tool_call``.
+    :param telemetry_schema_version: as for ``pre_tool_call``.
+
+    Observers only: the return value is ignored and cannot answer or veto
+    the request (use ``pre_tool_call`` for that).  Failure policy: observer.
+    """
+
+
+@hookspec
+def post_approval_response(
+    command: str,
+    description: str,
+    pattern_key: str,
+    pattern_keys: list,
+    session_key: str,
+    surface: str,
+    tool_name: str,
+    plugin: str,
+    turn_id: str,
+    tool_call_id: str,
+    telemetry_schema_version: str,
+    choice: str,
+) -> None:
+    """The human decision on a tool call is in.
+
+    Fires right after the approver answered (or failed, which denies).
+
+    :param choice: ``"once"`` (allowed) or ``"deny"``; the other arguments are as
+        for ``pre_approval_request``.
+
+    The return value is ignored.  Failure policy: observer.
+    """
+
+
 # --------------------------------------------------------------------------
 # Subagents and the gateway
 # --------------------------------------------------------------------------
@@ -481,14 +589,24 @@ def subagent_start(
     child_role: str | None,
     goal: str | None,
     task_id: str | None,
+    parent_turn_id: str,
+    child_goal: str | None,
+    parent_subagent_id: str,
+    child_subagent_id: str,
 ) -> None:
     """A subagent is started on behalf of a session.
+
+    Fires in ``AgentSession.delegate`` before the sub-agent's turn.
 
     :param parent_session_id: the session that delegated.
     :param child_session_id: the subagent's own session id.
     :param child_role: the role given to the subagent, if any.
     :param goal: the task text handed to it.
     :param task_id: the delegation's task id.
+    :param parent_turn_id: the parent's turn in progress (``""`` outside a turn).
+    :param child_goal: ``goal`` again, under Hermes' name.
+    :param parent_subagent_id: the delegating sub-agent's id (``""`` for a top-level session).
+    :param child_subagent_id: this sub-agent's id (``<parent session>/sub-<n>``).
 
     The return value is ignored.  Failure policy: observer.
     """
@@ -503,16 +621,20 @@ def subagent_stop(
     child_status: str,
     tool_call_history: list,
     duration_ms: int,
+    parent_turn_id: str,
 ) -> None:
     """A subagent has finished.
+
+    Fires in ``AgentSession.delegate`` after the sub-agent's turn (also when it failed).
 
     :param parent_session_id: the session that delegated.
     :param child_session_id: the subagent's session id.
     :param child_role: its role, if any.
     :param child_summary: the summary it returned.
     :param child_status: ``"completed"``, ``"failed"`` or ``"interrupted"``.
-    :param tool_call_history: a copy of the tool calls it made.
+    :param tool_call_history: the tool calls it made (``id``, ``tool``, ``arguments``, ``result``).
     :param duration_ms: how long it ran.
+    :param parent_turn_id: as for ``subagent_start``.
 
     The return value is ignored.  Failure policy: observer.
     """

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import dataclasses
 import os
 import weakref
 from collections.abc import Callable, Mapping
@@ -25,7 +27,7 @@ from .loading import Loader, _file_dir, _gc_paused, _source_dir
 from .log import KernelLogging
 from .markers import __version__
 from .plugin_manager import KernelPluginManager, PluginError
-from .records import BLOCKED, PluginInfo, _Record
+from .records import BLOCKED, SOURCE_RANK, Choice, PluginInfo, _Record
 from .services import Service, ServiceManager
 
 #: Where the entry points of the installed distributions are remembered (see discovery.scan_entry_points).
@@ -167,12 +169,13 @@ class Kernel(Loader):
         with self._lock:
             if not self._loaded or self._closed:
                 return
+            plugins = [p.to_dict() for p in self.plugins]
             if any(r.kind == "mcp-server" for r in self._records.values()):
-                # A server's health is not a file one can fingerprint: always ask it.
-                state.discard(self.home)
+                # A server's health is not a file one can fingerprint: kept for the counts, never current.
+                state.save(self.home, state.NEVER_CURRENT, plugins)
                 return
             merged, refused = self._discover()
-            state.save(self.home, self._fingerprint(merged, refused), [p.to_dict() for p in self.plugins])
+            state.save(self.home, self._fingerprint(merged, refused), plugins)
 
     def cached_plugins(self) -> list[PluginInfo] | None:
         """The plugin list saved by :meth:`save_plugin_state`, if nothing it depends on changed since.
@@ -188,6 +191,51 @@ class Kernel(Loader):
             return [PluginInfo(**record) for record in saved]
         except TypeError:  # saved by another version
             return None
+
+    def listing(self) -> list[tuple[PluginInfo, str]]:
+        """What :attr:`plugins` would be after a load, without importing any plugin code.
+
+        Each plugin comes with where its state and counts come from: ``"current"`` (the list saved
+        by the last load still holds, or the plugin would not be imported: disabled, not enabled,
+        missing variables, a broken manifest), ``"last load"`` (from the last load's saved list;
+        something changed since), or ``"unknown"`` (never loaded here: its tools and hooks are not
+        known).  The kernel's own plugins that only a load makes (shell hooks, MCP servers) are
+        listed from the last load, when there was one.
+        """
+        merged, refused = self._discover()
+        current = self._fingerprint(merged, refused)
+        fingerprint, saved = state.last(self.home)
+        if fingerprint == current:
+            try:
+                return [(PluginInfo(**record), "current") for record in saved]
+            except TypeError:  # saved by another version
+                saved = []
+        previous: dict[str, dict[str, Any]] = {}
+        for record in saved:
+            previous.setdefault(record["name"], record)
+        choice = self._disabled_names()
+        rows: list[tuple[PluginInfo, str]] = []
+        for cand in [*(merged[key] for key in sorted(merged, key=plugin_order)), *refused]:
+            record = _Record.from_candidate(cand)
+            if record.error is None and cand in refused:
+                record.error = "refused"
+            if record.error is None:
+                record.error = self._skip_reason(record, choice)[0]
+            old = previous.pop(record.name, None)
+            if record.error is not None:
+                rows.append((record.info(), "current"))
+            elif record.is_model_provider:
+                record.enabled = record.deferred = True
+                rows.append((record.info(), "current"))
+            elif old is not None and _same_plugin(old, record):
+                rows.append((_info_from(old, record), "last load"))
+            else:
+                rows.append((record.info(), "unknown"))
+        for old in previous.values():
+            if old.get("source") not in SOURCE_RANK:  # the kernel's own, made by a load
+                with contextlib.suppress(TypeError):
+                    rows.append((PluginInfo(**old), "last load"))
+        return rows
 
     def _discover(self) -> tuple[dict[str, Candidate], list[Candidate]]:
         """The winning candidate of each key, and the refused ones; reads manifests, imports nothing."""
@@ -460,14 +508,18 @@ class Kernel(Loader):
         self.problems.append(problem)
         self.log.warning("config_problem", detail=problem)
 
-    def _disabled_names(self) -> set[str]:
-        value = section(self.config, "plugins", "disabled")
-        if value is None:
-            return set()
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            self._config_problem("config.yaml: 'plugins.disabled' must be a list of plugin names; ignored")
-            return set()
-        return set(value)
+    def _disabled_names(self) -> Choice:
+        """``plugins.disabled`` and, when config.yaml has it, ``plugins.enabled`` (Hermes' allow-list)."""
+        choice = Choice(disabled=set(), enabled=None)
+        for key in ("disabled", "enabled"):
+            value = section(self.config, "plugins", key)
+            if value is None:
+                continue
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                self._config_problem(f"config.yaml: 'plugins.{key}' must be a list of plugin names; ignored")
+                continue
+            setattr(choice, key, set(value))
+        return choice
 
     # -- internals: k.pm -------------------------------------------------------
 
@@ -592,3 +644,37 @@ def merge_context(results: list[Any]) -> str:
     except TypeError:  # a result that is not a string
         pass
     return "\n\n".join(piece for piece in map(context_text, results) if piece is not None)
+
+
+# What only a load tells about a plugin.
+_OUTCOME = (
+    "enabled",
+    "error",
+    "tools",
+    "hooks",
+    "commands",
+    "disabled_hooks",
+    "warnings",
+    "hook_errors",
+    "cli_commands",
+    "skills",
+    "middleware",
+    "platforms",
+)
+
+
+def _same_plugin(old: dict[str, Any], record: _Record) -> bool:
+    """Whether a saved record is of the plugin ``record`` stands for (same source and place)."""
+    return old.get("source") == record.source and old.get("path") == (
+        str(record.path) if record.path else None
+    )
+
+
+def _info_from(old: dict[str, Any], record: _Record) -> PluginInfo:
+    """``record``'s info (from its manifest, now) with the outcome of the last load: state and counts."""
+    info = record.info()
+    try:
+        last = PluginInfo(**old)
+    except TypeError:
+        return info
+    return dataclasses.replace(info, **{name: getattr(last, name) for name in _OUTCOME})

@@ -25,7 +25,7 @@ from .discovery import Candidate
 from .hooks import describe, plugin_order, propagates, safe_text
 from .markers import PROJECT_NAME
 from .plugin_manager import PluginError, PluginHandle
-from .records import BLOCKED, SOURCE_RANK, SurfaceError, _Record
+from .records import BLOCKED, SOURCE_RANK, Choice, SurfaceError, _Record, not_enabled_error
 
 if TYPE_CHECKING:
     pass
@@ -39,7 +39,7 @@ class Loader:
     _namespaces_in_use: ClassVar[set[str]] = set()
     _namespace_lock: ClassVar[threading.Lock] = threading.Lock()
 
-    def _load_candidate(self, cand: Candidate, disabled: set[str]) -> None:
+    def _load_candidate(self, cand: Candidate, disabled: Choice) -> None:
         existing = self._records.get(cand.key)
         if existing is not None:
             # Registered on k.pm before load() (or loaded from its entry point already): adopted once.
@@ -66,20 +66,14 @@ class Loader:
         if record.error is not None:
             self.log.warning("plugin_invalid", plugin=record.name, error=record.error)
             return
-        if self.pm.is_blocked(record.name):
-            record.error = BLOCKED
-            self.log.debug("skip", plugin=record.name, reason=record.error)
-            return
-        if record.name in disabled or (manifest is not None and manifest.name in disabled):
-            record.error = "disabled via config (plugins.disabled)"
-            self.log.debug("skip", plugin=record.name, reason=record.error)
-            return
-        if manifest is not None:
-            missing = [v.name for v in manifest.requires_env if not self.environ.get(v.name)]
+        reason, missing = self._skip_reason(record, disabled)
+        if reason is not None:
+            record.error = reason
             if missing:
-                record.error = f"Plugin {record.name} disabled (missing: {', '.join(missing)})"
                 self.log.warning("plugin_missing_env", plugin=record.name, missing=missing)
-                return
+            else:
+                self.log.debug("skip", plugin=record.name, reason=record.error)
+            return
         if record.is_model_provider:
             # Imported on the first provider lookup (k.providers), not at start-up.
             record.enabled = True
@@ -93,6 +87,22 @@ class Loader:
             self._activate(record, entry_point.load)
         else:
             self._activate(record, lambda: self._import_directory(record))
+
+    def _skip_reason(self, record: _Record, choice: Choice) -> tuple[str | None, list[str]]:
+        """Why ``record``'s plugin is not to be imported (blocked, disabled, not enabled, missing
+        variables), and the missing variables; ``(None, [])`` when it is to be.  Imports nothing."""
+        manifest = record.manifest
+        if self.pm.is_blocked(record.name):
+            return BLOCKED, []
+        if record.name in choice or (manifest is not None and manifest.name in choice):
+            return "disabled via config (plugins.disabled)", []
+        if choice.unlisted(record):
+            return not_enabled_error(record.name), []
+        if manifest is not None:
+            missing = [v.name for v in manifest.requires_env if not self.environ.get(v.name)]
+            if missing:
+                return f"Plugin {record.name} disabled (missing: {', '.join(missing)})", missing
+        return None, []
 
     def _activate(self, record: _Record, load_target: Any) -> str | None:
         """Import and register one plugin; on any failure roll back and return the error.
@@ -209,6 +219,12 @@ class Loader:
                 self.log.debug("plugin_self_registered", plugin=record.name)
                 self._take_object(record, target, scan=False)
                 return
+            if inspect.ismodule(target):
+                # A module that only defines a provider class (Hermes instantiates it): a service may take it.
+                self._services.attach_answering("service_register_object")
+                if self._services.hook.service_register_object(kernel=self, record=record, target=target):
+                    self._take_object(record, target, scan=False)
+                    return
             where = getattr(target, "__file__", None) or (
                 record.path / "__init__.py" if record.path else repr(target)
             )

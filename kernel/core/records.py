@@ -15,6 +15,43 @@ from .manifest import Manifest
 SOURCE_RANK = {"bundled": 0, "user": 1, "project": 2, "entrypoint": 3, "runtime": 4, "pluggy": 4}
 #: The error of a plugin whose name is blocked on k.pm.
 BLOCKED = "blocked (k.pm.set_blocked): nothing of it is loaded"
+# The start of the error of a plugin that ``plugins.enabled`` (Hermes' allow-list) does not list.
+NOT_ENABLED = "not enabled in config"
+
+
+@dataclass
+class Choice:
+    """What config.yaml says about which plugins load: ``plugins.disabled``, and ``plugins.enabled``
+    (``None`` when absent: every plugin not disabled loads)."""
+
+    disabled: set[str]
+    enabled: set[str] | None
+
+    def unlisted(self, record: _Record) -> bool:
+        """Whether an allow-list is set and does not list ``record``'s plugin (by key or manifest name).
+
+        As in Hermes, plugins that another setting chooses are exempt: model providers, memory
+        and context-engine plugins (``memory.provider``, ``context.engine``), and the bundled
+        backends and platform adapters.
+        """
+        if self.enabled is None:
+            return False
+        names = {record.name} | ({record.manifest.name} if record.manifest else set())
+        if names & self.enabled or record.is_model_provider:
+            return False
+        if record.kind == "exclusive" or record.name.startswith(("memory/", "context_engine/")):
+            return False
+        bundled_service = record.kind in ("backend", "platform") or record.name.startswith(
+            ("image_gen/", "platforms/")
+        )
+        return not (record.source == "bundled" and bundled_service)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.disabled
+
+
+def not_enabled_error(key: str) -> str:
+    return f"{NOT_ENABLED} (plugins.enabled does not list it): run `hermes-kernel plugins enable {key}`"
 
 
 class SurfaceError(Exception):

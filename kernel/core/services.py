@@ -180,6 +180,10 @@ class ServiceManager:
             if service.name not in self.attached and any(h in implemented for h in service.plugin_hooks):
                 self.attach(service.name)
 
+    def asked_for(self) -> list[str]:
+        """The services config.yaml, the environment or the home ask for (not the always-on ones)."""
+        return [s.name for s in self.declared.values() if not s.at_load and s.declared(self._kernel)]
+
     def env_names(self) -> list[str]:
         return sorted({n for s in self.declared.values() for n in s.env})
 

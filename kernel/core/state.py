@@ -109,6 +109,20 @@ def load(home: Path, print_: str) -> list[dict[str, Any]] | None:
     return plugins if isinstance(plugins, list) else None
 
 
+def last(home: Path) -> tuple[str | None, list[dict[str, Any]]]:
+    """The saved fingerprint and plugin records, whatever the fingerprint (``(None, [])`` when none)."""
+    data = read_cache(home / STATE_FILE)
+    plugins = data.get("plugins") if data is not None else None
+    if not isinstance(plugins, list):
+        return None, []
+    kept = [p for p in plugins if isinstance(p, dict) and isinstance(p.get("name"), str)]
+    return (str(data.get("fingerprint")) if data.get("fingerprint") else None), kept
+
+
+# A fingerprint no listing matches: the records are kept for their counts, never taken as current.
+NEVER_CURRENT = "never-current"
+
+
 def discard(home: Path) -> None:
     """Forget the saved state (the next listing loads)."""
     with contextlib.suppress(OSError):

@@ -12,12 +12,22 @@ class ContextEngine(ABC):
 
     The engine keeps the token bookkeeping attributes below up to date; the
     agent loop consults it before each model call.  ``context.engine`` in
-    config.yaml selects the active one (default ``compressor``).
+    config.yaml selects the active one (default ``compressor``).  The counters
+    have class-level defaults, so an engine that never calls
+    ``super().__init__()`` still has them (``context_length`` 0 until
+    :meth:`update_model` gives one).
     """
 
     threshold_percent: float = 0.75
     protect_first_n: int = 3
     protect_last_n: int = 6
+
+    context_length: int = 0
+    threshold_tokens: int = 0
+    last_prompt_tokens: int = 0
+    last_completion_tokens: int = 0
+    last_total_tokens: int = 0
+    compression_count: int = 0
 
     def __init__(self, context_length: int = 128_000) -> None:
         self.context_length = context_length
@@ -44,7 +54,11 @@ class ContextEngine(ABC):
         focus_topic: str | None = None,
         force: bool = False,
     ) -> list[dict[str, Any]]:
-        """A shorter list of messages standing for ``messages``."""
+        """A shorter list of messages standing for ``messages``.
+
+        An engine that also takes ``memory_context: str = ""`` (or ``**kwargs``)
+        receives what the memory provider's ``on_pre_compress`` returned.
+        """
 
     @abstractmethod
     def update_from_response(self, usage: dict[str, Any]) -> None:
@@ -58,8 +72,19 @@ class ContextEngine(ABC):
     def is_available(self) -> bool:
         return True
 
+    def should_compress_preflight(self, messages: list[dict[str, Any]]) -> bool:
+        """A cheap check of the messages about to be sent, before any token count exists (default: no).
+
+        The agent loop asks it before each model call, next to
+        :meth:`should_compress`; either one saying yes compresses.
+        """
+        return False
+
     def update_model(self, model: str, context_length: int, **kwargs: Any) -> None:
-        """The active model changed: adopt its context length."""
+        """The active model changed: adopt its context length.
+
+        Keywords the host may add: ``base_url``, ``provider``, ``api_mode``.
+        """
         self.context_length = context_length
         self.threshold_tokens = int(context_length * self.threshold_percent)
 
@@ -71,6 +96,14 @@ class ContextEngine(ABC):
         """A session ends (default: nothing)."""
         return None
 
+    def on_session_reset(self) -> None:
+        """``/new`` or ``/reset``: forget the session's counts (the default zeroes the token counters
+        and ``compression_count``)."""
+        self.last_prompt_tokens = 0
+        self.last_completion_tokens = 0
+        self.last_total_tokens = 0
+        self.compression_count = 0
+
     def get_tool_schemas(self) -> list[dict[str, Any]]:
         """Tools the active engine offers the model (default: none); calls reach :meth:`handle_tool_call`."""
         return []
@@ -80,10 +113,14 @@ class ContextEngine(ABC):
         return json.dumps({"error": f"context engine '{self.name}' has no tool '{tool_name}'"})
 
     def get_status(self) -> dict[str, Any]:
+        """For status displays; ``usage_percent`` is the last prompt's share of the context (0-100)."""
+        prompt = max(self.last_prompt_tokens, 0)
+        usage = min(100.0, prompt / self.context_length * 100) if self.context_length > 0 else 0
         return {
             "name": self.name,
             "context_length": self.context_length,
             "threshold_tokens": self.threshold_tokens,
-            "last_prompt_tokens": self.last_prompt_tokens,
+            "last_prompt_tokens": prompt,
+            "usage_percent": usage,
             "compression_count": self.compression_count,
         }

@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..core.callbacks import describe, propagates
 from ..core.config import section
 from ..core.watchdog import SharedRLock
 from ..tools import ToolRegistrationError
@@ -33,6 +34,8 @@ SLOTS: dict[str, tuple[str, str, str | None, type | None]] = {
 }
 # The slots whose provider config.yaml chooses by name (the model's is chosen from the catalog).
 CHOSEN_SLOTS = tuple(slot for slot in SLOTS if slot != "model_provider")
+# The slots whose only available provider is chosen when config.yaml names none.
+AUTO_SLOTS = frozenset({"image_gen"})
 
 GENERATE_IMAGE_SCHEMA = {
     "name": "generate_image",
@@ -217,13 +220,103 @@ class ProviderManager:
         register_cli = getattr(module, "register_cli", None) if module is not None else None
         return (memory.name, register_cli) if callable(register_cli) else None
 
+    # -- setting a memory provider up, backing it up ------------------------------------
+
+    def memory_provider(self, name: str | None = None) -> MemoryProvider:
+        """The memory provider ``name`` (default: the one ``memory.provider`` selects), available or not.
+
+        Raises :class:`ProviderSelectionError` when none is configured or the name is unknown.
+        """
+        wanted = name or self.selected("memory")
+        if not wanted:
+            raise ProviderSelectionError("no memory provider configured: set memory.provider in config.yaml")
+        providers = self._kernel.slots.providers("memory")
+        found = _find(providers, wanted)
+        if found is None:
+            known = ", ".join(sorted(providers)) or "none"
+            raise ProviderSelectionError(f"no memory provider named '{wanted}' (available: {known})")
+        return found.obj
+
+    def memory_config_schema(self, name: str | None = None) -> list[dict[str, Any]]:
+        """The setup fields of a memory provider (its ``get_config_schema()``), each a dict with a ``key``.
+
+        A provider whose method raises or answers something else than a list
+        of such dicts is logged and has none.
+        """
+        provider = self.memory_provider(name)
+        try:
+            fields = provider.get_config_schema()
+        except BaseException as exc:
+            if propagates(exc):
+                raise
+            self._kernel.log.warning(
+                "memory_config_schema_failed", provider=provider.name, error=describe(exc)
+            )
+            return []
+        if not isinstance(fields, list | tuple):
+            self._kernel.log.warning(
+                "memory_config_schema_invalid", provider=provider.name, value=repr(fields)[:200]
+            )
+            return []
+        return [dict(f) for f in fields if isinstance(f, dict) and isinstance(f.get("key"), str)]
+
+    def save_memory_config(self, values: dict[str, Any], name: str | None = None) -> None:
+        """Hand a setup's non-secret ``values`` to a memory provider's ``save_config`` (with the home).
+
+        Secrets belong in ``<home>/.env``, not here.  The provider's errors propagate.
+        """
+        self.memory_provider(name).save_config(dict(values), str(self._kernel.home))
+
+    def memory_backup_paths(self) -> list[Path]:
+        """The existing paths outside the home where the active memory provider keeps state
+        (its ``backup_paths()``), for a backup to include; none when no provider is configured."""
+        try:
+            provider = self.memory_provider()
+        except ProviderSelectionError:
+            return []
+        try:
+            declared = provider.backup_paths()
+        except BaseException as exc:  # a backup must not fail because of a provider
+            if propagates(exc):
+                raise
+            self._kernel.log.warning(
+                "memory_backup_paths_failed", provider=provider.name, error=describe(exc)
+            )
+            return []
+        if not isinstance(declared, list | tuple):
+            self._kernel.log.warning(
+                "memory_backup_paths_invalid", provider=provider.name, value=repr(declared)[:200]
+            )
+            return []
+        out: list[Path] = []
+        for raw in declared:
+            if not isinstance(raw, str | Path) or not str(raw).strip():
+                continue
+            try:
+                path = Path(raw).expanduser()
+                if path.is_absolute() and path.exists() and path not in out:
+                    out.append(path)
+            except (OSError, RuntimeError, ValueError):  # "~nobody", or a path the system refuses
+                continue
+        return out
+
     # -- the other slots ---------------------------------------------------------
 
     def selected(self, slot: str) -> str | None:
-        """The name the config selects for ``slot`` (or the slot's default)."""
+        """The name the config selects for ``slot`` (or the slot's default).
+
+        With no choice in config.yaml, an image generator is chosen when exactly one
+        is available (as Hermes chooses it).
+        """
         group, key, default, _base = SLOTS[slot]
         value = section(self._kernel.config, group, key)
-        return str(value) if value else default
+        if value:
+            return str(value)
+        if slot in AUTO_SLOTS:
+            ready = [n for n, p in self._kernel.slots.providers(slot).items() if _availability(p.obj)[0]]
+            if len(ready) == 1:
+                return ready[0]
+        return default
 
     def active(self, slot: str) -> Any:
         """The configured provider of ``slot``, or ``None`` when none is configured.
@@ -356,13 +449,12 @@ class ProviderManager:
                 )
 
     def _register_image_tool(self) -> None:
-        try:
-            provider = self.image_gen()
-        except ProviderSelectionError:
+        """``generate_image`` for the chosen image generator, even an unavailable one: its calls then
+        answer with an error naming the provider and what it lacks (as in Hermes)."""
+        found = _find(self._kernel.slots.providers("image_gen"), self.selected("image_gen") or "")
+        if found is None:
             return
-        if provider is None:
-            return
-        plugin = self._kernel.slots.get("image_gen", provider.name).plugin
+        provider, plugin = found.obj, found.plugin
         _add_provider_tool(
             self._kernel,
             plugin,
@@ -410,6 +502,18 @@ def _image_handler(provider: ImageGenProvider) -> Any:
                 error_response(error="generate_image needs a non-empty 'prompt'", error_type="bad_input")
             )
         extra = {k: v for k, v in args.items() if k not in ("prompt", "aspect_ratio")}
+        ok, reason = _availability(provider)
+        if not ok:
+            return json.dumps(
+                error_response(
+                    error=f"image generator '{provider.name}' is not available: {reason}",
+                    error_type="provider_unavailable",
+                    provider=provider.name,
+                    prompt=prompt,
+                    aspect_ratio=aspect,
+                ),
+                ensure_ascii=False,
+            )
         try:
             result = provider.generate(prompt, aspect, **extra)
         except Exception as exc:

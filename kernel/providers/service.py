@@ -2,18 +2,23 @@
 
 It joins a kernel when a plugin offers a provider (``ctx.register_memory_provider``,
 Hermes' ``register_provider`` at import, a pluggy ``register_*_providers``
-hook, an entry point naming a provider class), when ``k.providers`` or
+hook, an entry point naming a provider class, a plugin module that only defines
+a ``MemoryProvider`` or ``ContextEngine`` subclass), when ``k.providers`` or
 ``k.slots`` is first read, or at ``load()`` when ``config.yaml`` has a provider
 section.  See :mod:`kernel.core.services` for how a service attaches.
 """
 
 from __future__ import annotations
 
+import inspect
 import weakref
-from typing import TYPE_CHECKING, Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, cast
 
 from ..core import hookspecs
+from ..core.callbacks import describe
 from ..core.context import PluginContext, _live
+from ..core.plugin_manager import PluginError
 from ..core.services import serviceimpl
 from .manager import SLOTS as PROVIDER_SLOTS
 from .manager import ProviderManager
@@ -140,7 +145,12 @@ def service_attach(kernel: Kernel) -> None:
 
 @serviceimpl
 def service_register_object(kernel: Kernel, record: _Record, target: Any) -> bool | None:
-    """An entry point naming a class: a provider to instantiate (a memory provider, usually)."""
+    """A provider class (an entry point naming it), or a module that only defines one (Hermes' memory
+    and context-engine plugins may): instantiate it and offer it to its slot."""
+    if inspect.ismodule(target):
+        return _register_module(kernel, record, target)
+    if not inspect.isclass(target):
+        return None
     bases = {slot: spec[3] for slot, spec in PROVIDER_SLOTS.items() if spec[3] is not None}
     slot = next((slot for slot, base in bases.items() if issubclass(target, base)), None)
     if slot is None and record.kind in PROVIDER_SLOTS:
@@ -149,6 +159,51 @@ def service_register_object(kernel: Kernel, record: _Record, target: Any) -> boo
         return None
     offer_provider(kernel, slot, target(), record.name)
     return True
+
+
+# The slots whose plugins Hermes may write as a module with only a provider class (no register()).
+CLASS_ONLY_SLOTS = ("memory", "context_engine")
+
+
+def _register_module(kernel: Kernel, record: _Record, module: ModuleType) -> bool | None:
+    """The one concrete provider class ``module`` defines (in itself or a submodule), instantiated."""
+    slots = [record.kind] if record.kind in CLASS_ONLY_SLOTS else list(CLASS_ONLY_SLOTS)
+    found = [(slot, cls) for cls in _own_classes(module) for slot in slots if issubclass(cls, _base(slot))]
+    if not found:
+        return None
+    if len(found) > 1:
+        names = ", ".join(sorted(f"{cls.__qualname__} ({slot})" for slot, cls in found))
+        raise PluginError(
+            f"{module.__name__} has no register(ctx) and defines several provider classes ({names}); "
+            "add a register(ctx) that offers one"
+        )
+    slot, cls = found[0]
+    try:
+        provider = cls()
+    except Exception as exc:
+        raise PluginError(
+            f"{module.__name__} has no register(ctx), so its {_base(slot).__name__} is created as "
+            f"{cls.__qualname__}() (with no arguments), which failed: {describe(exc)}"
+        ) from exc
+    offer_provider(kernel, slot, provider, record.name)
+    return True
+
+
+def _base(slot: str) -> type:
+    return cast(type, PROVIDER_SLOTS[slot][3])
+
+
+def _own_classes(module: ModuleType) -> list[type]:
+    """Concrete classes in ``module``'s namespace defined by the module or its own submodules."""
+    name = module.__name__
+    out = []
+    for value in list(vars(module).values()):
+        if not inspect.isclass(value) or inspect.isabstract(value):
+            continue
+        home = getattr(value, "__module__", None)
+        if isinstance(home, str) and (home == name or home.startswith(name + ".")) and value not in out:
+            out.append(value)
+    return out
 
 
 @serviceimpl(tryfirst=True)

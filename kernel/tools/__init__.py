@@ -8,6 +8,7 @@ from .registry import (
     MAX_ARGS_VALUES,
     RESERVED_TOOLS,
     TOOL_NAME,
+    PluginToolOverrideError,
     Tool,
     ToolConflict,
     ToolRegistrationError,
@@ -15,7 +16,9 @@ from .registry import (
     calling_kernel,
     current_call,
     error_json,
+    multimodal_content,
     normalize_schema,
+    observer_context,
 )
 
 __all__ = [
@@ -25,6 +28,7 @@ __all__ = [
     "MAX_ARGS_VALUES",
     "RESERVED_TOOLS",
     "TOOL_NAME",
+    "PluginToolOverrideError",
     "Tool",
     "ToolConflict",
     "ToolRegistrationError",
@@ -32,5 +36,7 @@ __all__ = [
     "calling_kernel",
     "current_call",
     "error_json",
+    "multimodal_content",
     "normalize_schema",
+    "observer_context",
 ]

@@ -174,10 +174,10 @@ def decide_tool_call(
                 plugin=plugin,
                 # No usable key of its own: the tool's name is the rule (as in Hermes).
                 rule_key=rule_key or tool_name,
-                session_id=context.get("session_id"),
-                task_id=context.get("task_id"),
+                session_id=context.get("session_id") or None,
+                task_id=context.get("task_id") or None,
             )
-            if not approve(kernel, request):
+            if not approve(kernel, request, context):
                 reason = f": {message}" if message else ""
                 verdict.blocked = (
                     f"tool call to '{tool_name}' was not approved (asked by plugin '{plugin}'){reason}"
@@ -186,16 +186,43 @@ def decide_tool_call(
     return verdict
 
 
-def approve(kernel: Kernel, request: ApprovalRequest) -> bool:
+def approve(kernel: Kernel, request: ApprovalRequest, context: dict[str, Any] | None = None) -> bool:
+    """Ask the host's approver (else the terminal) about ``request``; any failure is a denial.
+
+    Observers hear of it as in Hermes: ``pre_approval_request`` before the question,
+    ``post_approval_response`` with the ``choice`` (``once`` or ``deny``) after it.
+    """
+    payload = approval_payload(kernel, request, context or {})
+    kernel.invoke_hook("pre_approval_request", **payload)
     try:
         allowed = bool((kernel.approver or terminal_approver)(request))
     except BaseException as exc:
         if propagates(exc):
             raise
         kernel.log.warning("approver_failed", tool=request.tool_name, error=describe(exc))
-        return False
-    kernel.log.info("tool_approval", tool=request.tool_name, plugin=request.plugin, allowed=allowed)
+        allowed = False
+    else:
+        kernel.log.info("tool_approval", tool=request.tool_name, plugin=request.plugin, allowed=allowed)
+    kernel.invoke_hook("post_approval_response", **payload, choice="once" if allowed else "deny")
     return allowed
+
+
+def approval_payload(kernel: Kernel, request: ApprovalRequest, context: dict[str, Any]) -> dict[str, Any]:
+    """The approval hooks' arguments, in Hermes' names (its plugin-rule form of them)."""
+    pattern_key = f"plugin_rule:{request.rule_key or request.tool_name}"
+    return {
+        "command": f"<{request.tool_name}> (plugin approval rule)",
+        "description": request.message or f"plugin '{request.plugin}' asks before '{request.tool_name}' runs",
+        "pattern_key": pattern_key,
+        "pattern_keys": [pattern_key],
+        "session_key": request.session_id or "",
+        "surface": "cli" if kernel.approver is None else "host",
+        "tool_name": request.tool_name,
+        "plugin": request.plugin,
+        "turn_id": context.get("turn_id") or "",
+        "tool_call_id": context.get("tool_call_id") or "",
+        "telemetry_schema_version": context.get("telemetry_schema_version", "hermes.observer.v1"),
+    }
 
 
 def _guard_failed(cb: Callback, args: dict[str, Any], reading: bool = False) -> Verdict:

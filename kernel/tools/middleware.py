@@ -45,6 +45,14 @@ if TYPE_CHECKING:
 
 KINDS = ("tool_request", "tool_execution", "llm_request", "llm_execution")
 
+# The payload versions Hermes stamps on what observers and middleware receive.
+OBSERVER_SCHEMA_VERSION = "hermes.observer.v1"
+MIDDLEWARE_SCHEMA_VERSION = "hermes.middleware.v1"
+_VERSIONS = {
+    "telemetry_schema_version": OBSERVER_SCHEMA_VERSION,
+    "middleware_schema_version": MIDDLEWARE_SCHEMA_VERSION,
+}
+
 
 class MiddlewareError(Exception):
     """A middleware function that raised; names the plugin."""
@@ -165,10 +173,18 @@ class MiddlewareRegistry:
                 value = result
         return value
 
-    def rewrite_args(self, tool_name: str, args: dict[str, Any], context: dict[str, Any]) -> dict[str, Any]:
-        """``args`` through every ``tool_request`` middleware, in plugin order (see the module docs)."""
+    def rewrite_args(
+        self, tool_name: str, args: dict[str, Any], context: dict[str, Any]
+    ) -> tuple[dict[str, Any], list[dict[str, str]]]:
+        """``args`` through every ``tool_request`` middleware, in plugin order (see the module docs).
+
+        Returns the arguments and the trace the tool hooks receive as ``middleware_trace``: one
+        entry per middleware that replaced them (its answer's ``source``, ``reason`` and ``name``
+        strings, or ``source: plugin``), with the ``plugin`` it came from.
+        """
         original = copy.deepcopy(args)
         current = args
+        trace: list[dict[str, str]] = []
         for item in self.of("tool_request"):
             kwargs = {
                 **context,
@@ -182,6 +198,7 @@ class MiddlewareRegistry:
                 replacement = dict.get(result, "args") if isinstance(result, dict) else None
                 if isinstance(replacement, dict):
                     current = copy.deepcopy(dict(replacement))
+                    trace.append(_trace_entry(result, item.plugin))
             except MiddlewareError:
                 continue  # logged and disabled; the call goes on without it
             except BaseException as exc:
@@ -189,7 +206,7 @@ class MiddlewareRegistry:
                     raise
                 # An answer that cannot be read or copied: the middleware's failure, skipped the same way.
                 self._fail(item, exc)
-        return current
+        return current, trace
 
     def _layer(
         self, item: Middleware, inner: Callable[[Any], Any], key: str, context: dict[str, Any]
@@ -230,7 +247,7 @@ class MiddlewareRegistry:
 
     def _guarded(self, item: Middleware, kwargs: dict[str, Any]) -> Any:
         try:
-            result = item.call(**kwargs)
+            result = item.call(**{**_VERSIONS, **kwargs})
             if inspect.isawaitable(result):
                 result = self._kernel._hooks.run_sync(result)
             return result
@@ -287,3 +304,14 @@ async def acall_model(owner: Any, call: Callable[..., Any], messages: Any, kwarg
     while inspect.isawaitable(result):
         result = await result
     return result
+
+
+def _trace_entry(answer: dict[str, Any], plugin: str) -> dict[str, str]:
+    entry = {}
+    for key in ("source", "reason", "name"):
+        value = dict.get(answer, key)
+        if isinstance(value, str) and value:
+            entry[key] = str.__str__(value)[:200]
+    entry.setdefault("source", "plugin")
+    entry["plugin"] = plugin
+    return entry

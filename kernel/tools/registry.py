@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ..core.hooks import adapt_hermes_callback, describe, plugin_order, propagates, safe_text
 from ..core.safe_yaml import DataRefused, data_problem, load_json
 from .decisions import decide_tool_call
-from .middleware import MiddlewareError
+from .middleware import OBSERVER_SCHEMA_VERSION, MiddlewareError
 
 if TYPE_CHECKING:
     import asyncio
@@ -28,8 +28,10 @@ if TYPE_CHECKING:
 
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
-# Context keys every tool hook receives (None when the caller has none).
+# Context keys every tool hook receives ("" when the caller has none, as in Hermes; a handler gets None).
 HOOK_CONTEXT_KEYS = ("task_id", "session_id", "tool_call_id", "turn_id", "api_request_id")
+# Context for the handler alone: objects no hook (a shell hook's JSON) should be handed.
+HANDLER_ONLY_KEYS = frozenset({"parent_agent"})
 # Arguments the pipeline itself supplies; a context key of the same name is dropped.
 PIPELINE_KEYS = frozenset(
     {"tool_name", "args", "result", "duration_ms", "status", "error_type", "error_message"}
@@ -58,6 +60,9 @@ class Tool:
     is_async: bool = False
     description: str = ""
     emoji: str = ""
+    # Registered with override=True; the tool it set aside, restored when it goes.
+    override: bool = False
+    replaced: Tool | None = field(default=None, repr=False)
     call: Callable[..., Any] = field(init=False, repr=False)
     # Why the kernel took it out of service (a handler that broke the rules), if it did.
     error: str | None = None
@@ -220,8 +225,14 @@ class ToolRegistry:
         is_async: bool = False,
         description: str = "",
         emoji: str = "",
+        override: bool = False,
     ) -> tuple[Tool, list[str]]:
-        """Validate and add a tool; raise :class:`ToolRegistrationError` when it cannot be."""
+        """Validate and add a tool; raise :class:`ToolRegistrationError` when it cannot be.
+
+        With ``override``, a tool of the same name that another plugin registered is set aside
+        (``tool.replaced``) and comes back when this one is unregistered; a tool registered while
+        such an override holds its name is set aside the same way (``get(name)`` is then not it).
+        """
         if not isinstance(name, str) or not TOOL_NAME.match(name):
             raise ToolRegistrationError(
                 f"tool name {name!r} is invalid: use 1-64 letters, digits, '_' or '-'"
@@ -234,7 +245,9 @@ class ToolRegistry:
         bare, warnings = normalize_schema(name, schema)
         with self._lock:
             existing = self._tools.get(name)
-            if existing is not None:
+            # Beneath a tool that took its name over (override=True), a tool waits for it to go.
+            beneath = existing is not None and existing.override and not override
+            if existing is not None and (existing.plugin == plugin or not (override or beneath)):
                 raise ToolConflict(name, existing.plugin, plugin)
             keeper = RESERVED_TOOLS.get(name)
             if keeper is not None and plugin != keeper:
@@ -250,13 +263,35 @@ class ToolRegistry:
                 is_async=bool(is_async) or inspect.iscoroutinefunction(handler),
                 description=description or bare.get("description", ""),
                 emoji=emoji,
+                override=bool(override),
             )
-            self._tools[name] = tool
+            if beneath:
+                while existing.replaced is not None:
+                    existing = existing.replaced
+                existing.replaced = tool
+            else:
+                tool.replaced = existing
+                self._tools[name] = tool
         return tool, warnings
 
-    def unregister(self, name: str) -> None:
+    def unregister(self, name: str, plugin: str | None = None) -> None:
+        """Remove tool ``name`` (only ``plugin``'s, when given): a tool it had overridden comes back,
+        and a tool of ``plugin``'s that another had overridden is forgotten."""
         with self._lock:
-            self._tools.pop(name, None)
+            tool = self._tools.get(name)
+            if tool is None:
+                return
+            if plugin is None or tool.plugin == plugin:
+                if tool.replaced is not None:
+                    self._tools[name] = tool.replaced
+                else:
+                    del self._tools[name]
+                return
+            while tool.replaced is not None:
+                if tool.replaced.plugin == plugin:
+                    tool.replaced = tool.replaced.replaced
+                    return
+                tool = tool.replaced
 
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)
@@ -352,15 +387,17 @@ class ToolRegistry:
         given = {k: v for k, v in context.items() if k not in PIPELINE_KEYS}
         with self.call_context(**given) as inherited:
             context = {**dict.fromkeys(HOOK_CONTEXT_KEYS), **inherited, **given}
+            trace: list[dict[str, str]] = []
             if kernel.middleware.has("tool_request"):
-                parsed = kernel.middleware.rewrite_args(name, parsed, context)
-            verdict = decide_tool_call(kernel, name, parsed, context)
+                parsed, trace = kernel.middleware.rewrite_args(name, parsed, context)
+            observed = observer_context(context, trace)
+            verdict = decide_tool_call(kernel, name, parsed, observed)
             if verdict.blocked is not None:
                 result = error_json(verdict.blocked)
                 # Observers hear of a blocked call too, as in Hermes (no transform: nothing ran).
                 kernel.invoke_hook(
                     "post_tool_call",
-                    **context,
+                    **observed,
                     tool_name=name,
                     args=copy.deepcopy(parsed),
                     result=result,
@@ -374,19 +411,14 @@ class ToolRegistry:
             start = time.perf_counter()
             result, status, error_type, error_message = self._run_handler(tool, parsed, context)
             outcome = {
-                **context,
+                **observed,
                 "tool_name": name,
                 "status": status,
                 "error_type": error_type,
                 "error_message": error_message,
+                "duration_ms": int((time.perf_counter() - start) * 1000),
             }
-            kernel.invoke_hook(
-                "post_tool_call",
-                **outcome,
-                args=copy.deepcopy(parsed),
-                result=result,
-                duration_ms=int((time.perf_counter() - start) * 1000),
-            )
+            kernel.invoke_hook("post_tool_call", **outcome, args=copy.deepcopy(parsed), result=result)
             replacement = kernel._first_text(
                 "transform_tool_result",
                 {**outcome, "args": copy.deepcopy(parsed), "result": result},
@@ -446,6 +478,9 @@ class ToolRegistry:
             return error_json(message), "error", kind, detail.partition(": ")[2] or detail
         if issubclass(type(value), str):
             return _as_json_text(str.__str__(value)), "ok", None, None
+        envelope = multimodal_text(value)
+        if envelope is not None:
+            return envelope, "ok", None, None
         kind = type(value).__name__
         message = f"tool '{tool.name}' (plugin {tool.plugin}) returned {kind}, expected a JSON string"
         self._kernel.log.warning("tool_bad_result", tool=tool.name, plugin=tool.plugin, type=kind)
@@ -465,6 +500,11 @@ class ToolRegistry:
         close = difflib.get_close_matches(str(name), list(self._tools), n=3)
         hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
         return f"unknown tool {name!r}{hint}"
+
+
+class PluginToolOverrideError(ToolRegistrationError, PermissionError):
+    """``register_tool(..., override=True)`` from a plugin that config.yaml does not allow to override
+    tools (a ``PermissionError``, as Hermes raises it)."""
 
 
 class ToolConflict(ToolRegistrationError):
@@ -516,6 +556,56 @@ def _coerce_args(args: Any) -> tuple[dict[str, Any], str | None]:
         return {}, f"arguments must be a JSON object, not {type(args).__name__}"
     problem = data_problem(args, MAX_ARGS_VALUES, MAX_ARGS_DEPTH, shared_ok=True)
     return args, None if problem is None else f"arguments: {problem}"
+
+
+def observer_context(context: dict[str, Any], trace: list[dict[str, str]] | None = None) -> dict[str, Any]:
+    """What the tool hooks receive besides the call itself: ``context`` as Hermes shapes it.
+
+    The ids a caller did not give are ``""``; ``telemetry_schema_version`` and ``middleware_trace``
+    (what ``tool_request`` middleware changed) are added; handler-only objects are left out.
+    """
+    observed = {k: v for k, v in context.items() if k not in HANDLER_ONLY_KEYS}
+    for key in HOOK_CONTEXT_KEYS:
+        if observed.get(key) is None:
+            observed[key] = ""
+    observed["telemetry_schema_version"] = OBSERVER_SCHEMA_VERSION
+    observed["middleware_trace"] = list(trace or ())
+    return observed
+
+
+# A multimodal tool result (Hermes' envelope): at most this many parts, this much JSON.
+MAX_MULTIMODAL_PARTS = 64
+MAX_MULTIMODAL_CHARS = 50_000_000
+
+
+def multimodal_text(value: Any) -> str | None:
+    """The JSON text of a Hermes multimodal result (``{"_multimodal": True, "content": [...]}``), or
+    ``None`` when ``value`` is not one (or is one too big or too odd to pass on)."""
+    if type(value) is not dict or value.get("_multimodal") is not True:
+        return None
+    content = value.get("content")
+    if type(content) is not list or len(content) > MAX_MULTIMODAL_PARTS:
+        return None
+    if not all(type(part) is dict and isinstance(part.get("type"), str) for part in content):
+        return None
+    if data_problem(value, MAX_ARGS_VALUES, MAX_ARGS_DEPTH) is not None:
+        return None
+    try:
+        text = json.dumps({"_multimodal": True, **value}, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
+        return None
+    return text if len(text) <= MAX_MULTIMODAL_CHARS else None
+
+
+def multimodal_content(result: str) -> list[dict[str, Any]] | None:
+    """The content parts of a tool result that is a multimodal envelope's JSON text, else ``None``."""
+    if not result.startswith('{"_multimodal"'):
+        return None
+    try:
+        value = json.loads(result)
+    except ValueError:
+        return None
+    return value["content"] if multimodal_text(value) is not None else None
 
 
 def _as_json_text(text: str) -> str:

@@ -10,10 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from ..core.config import section
 from ..core.context import _live
 from ..core.services import serviceimpl
 from .middleware import MiddlewareRegistry
-from .registry import ToolConflict, ToolRegistry
+from .registry import PluginToolOverrideError, ToolConflict, ToolRegistry
 
 if TYPE_CHECKING:
     from ..core.kernel import Kernel
@@ -35,13 +36,23 @@ class Context:
         is_async: bool = False,
         description: str = "",
         emoji: str = "",
+        override: bool = False,
     ) -> None:
         """Add a tool.  A bad name, schema or handler raises ``ToolRegistrationError``.
 
         A name another plugin already owns is refused with a warning (recorded
-        on this plugin); the rest of the plugin still loads.
+        on this plugin); the rest of the plugin still loads.  ``override=True``
+        takes such a name over instead (noted on both plugins), as in Hermes:
+        a plugin that is not bundled needs ``plugins.entries.<name>.allow_tool_override:
+        true`` in config.yaml, else this raises :class:`PluginToolOverrideError`.
         """
         record = self._record
+        if override and not _override_allowed(self._kernel, record):
+            raise PluginToolOverrideError(
+                f"plugin '{record.name}' may not override tool {name!r}: set "
+                f"plugins.entries.{record.name}.allow_tool_override: true in config.yaml to let it "
+                "replace tools other plugins provide"
+            )
         try:
             tool, warnings = self._kernel.tools.register(
                 name,
@@ -54,6 +65,7 @@ class Context:
                 is_async=is_async,
                 description=description,
                 emoji=emoji,
+                override=override,
             )
         except ToolConflict as exc:
             record.warnings.append(str(exc))
@@ -62,8 +74,13 @@ class Context:
         for warning in warnings:
             record.warnings.append(warning)
             self._kernel.log.warning("tool_schema", plugin=record.name, detail=warning)
+        records, active = self._kernel._records, self._kernel.tools.get(tool.name)
+        if active is not tool and active is not None:
+            _note_override(self._kernel, records.get(active.plugin), record, tool.name, self._undo)
+        elif tool.replaced is not None:
+            _note_override(self._kernel, record, records.get(tool.replaced.plugin), tool.name, self._undo)
         record.tools.append(tool.name)
-        self._undo.append(lambda: self._kernel.tools.unregister(tool.name))
+        self._undo.append(lambda: self._kernel.tools.unregister(tool.name, record.name))
         self._undo.append(lambda: record.tools.remove(tool.name))
 
     @_live
@@ -86,6 +103,7 @@ class Context:
                 value = getattr(parent_agent, key, None)
                 if value is not None:
                     context.setdefault(key, value)
+            context["parent_agent"] = parent_agent  # the handler's, as in Hermes; hooks do not see it
         context["caller_plugin"] = self._record.name
         return self._kernel.tools.dispatch(tool_name, args, **context)
 
@@ -103,6 +121,38 @@ class Context:
         self._undo.append(lambda: record.middleware.remove(kind))
 
 
+def _override_allowed(kernel: Kernel, record: _Record) -> bool:
+    """Bundled plugins may override tools; any other needs its ``allow_tool_override`` entry."""
+    if record.source == "bundled":
+        return True
+    return section(kernel.config, "plugins", "entries", record.name, "allow_tool_override") is True
+
+
+def _note_override(
+    kernel: Kernel, winner: _Record | None, loser: _Record | None, name: str, undo: list[Callable[[], Any]]
+) -> None:
+    """Note on both plugins that ``winner``'s tool ``name`` (override=True) stands over ``loser``'s."""
+    if winner is None or loser is None:
+        return
+    for target, note in ((winner, _overrides(name, loser.name)), (loser, _overridden(name, winner.name))):
+        target.warnings.append(note)
+        undo.append(lambda target=target, note=note: note in target.warnings and target.warnings.remove(note))
+    kernel.log.info("tool_overridden", tool=name, plugin=winner.name, owner=loser.name)
+
+
+def _overrides(name: str, loser: str) -> str:
+    return f"tool '{name}' overrides the one plugin '{loser}' registered (override=True)"
+
+
+def _overridden(name: str, winner: str) -> str:
+    return f"tool '{name}' is overridden by plugin '{winner}' (override=True)"
+
+
+def _drop_note(record: _Record | None, note: str) -> None:
+    if record is not None and note in record.warnings:
+        record.warnings.remove(note)
+
+
 @serviceimpl
 def service_attach(kernel: Kernel) -> None:
     kernel.tools = ToolRegistry(kernel)
@@ -111,6 +161,11 @@ def service_attach(kernel: Kernel) -> None:
 
 @serviceimpl
 def service_plugin_unloaded(kernel: Kernel, record: _Record) -> None:
-    for tool in record.tools:
-        kernel.tools.unregister(tool)
+    for name in record.tools:
+        tool = kernel.tools.get(name)
+        if tool is not None and tool.plugin == record.name and tool.replaced is not None:
+            _drop_note(kernel._records.get(tool.replaced.plugin), _overridden(name, record.name))
+        elif tool is not None and tool.override and tool.plugin != record.name:
+            _drop_note(kernel._records.get(tool.plugin), _overrides(name, record.name))
+        kernel.tools.unregister(name, record.name)
     kernel.middleware.remove_plugin(record.name)

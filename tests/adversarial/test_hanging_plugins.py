@@ -139,7 +139,12 @@ def test_plugins_list_and_help_are_bounded_by_the_same_timeout(tmp_path: Path) -
     )
     env = cli_env(home)
     listed = subprocess.run(
-        [*CLI, "plugins", "list", "--json"], env=env, capture_output=True, text=True, timeout=120, check=False
+        [*CLI, "plugins", "list", "--refresh", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert listed.returncode == 0, listed.stderr
     (sleepy,) = [p for p in run_json(listed.stdout) if p["name"] == "sleepy"]

@@ -1105,7 +1105,7 @@ def test_plugins_list_names_the_offenders(home: Path) -> None:
             [*CLI, *args], env=cli_env(home), capture_output=True, text=True, timeout=120, check=False
         )
 
-    text = cli("plugins", "list")
+    text = cli("plugins", "list", "--refresh")
     assert text.returncode == 0, text.stderr
     assert (home / "calm-ran").is_file()
     lines = text.stdout.splitlines()
@@ -1121,7 +1121,7 @@ def test_plugins_list_names_the_offenders(home: Path) -> None:
             notes.append(line)
         assert any(hook in note and "disabled" in note for note in notes), text.stdout
 
-    as_json = cli("plugins", "list", "--json")
+    as_json = cli("plugins", "list", "--refresh", "--json")
     assert as_json.returncode == 0, as_json.stderr
     by_name = {p["name"]: p for p in json.loads(as_json.stdout)}
     assert by_name["hostile_slots"]["enabled"] is True

@@ -82,7 +82,7 @@ def test_a_bombed_manifest_disables_only_that_plugin(
     assert not info.enabled and info.error is not None
     assert str(bad / "plugin.yaml") in info.error and "line" in info.error
     assert k.plugin("fine").enabled
-    proc = cli(home, "plugins", "list", "--json")
+    proc = cli(home, "plugins", "list", "--refresh", "--json")
     assert proc.returncode == 0, proc.stderr
     listed = {p["name"]: p for p in json.loads(proc.stdout)}
     assert listed["fine"]["enabled"] and not listed["bombed"]["enabled"]
@@ -249,7 +249,12 @@ def test_the_cli_never_prints_terminal_controls_from_plugins(
         manifest={"name": "evil", "description": evil, "provides_tools": ["evil_tool"]},
     )
     plugin_dir("broken", f"raise RuntimeError({evil!r})\n")
-    for args in (("plugins", "list"), ("plugins", "info", "evil"), ("doctor",), ("tools", "list")):
+    for args in (
+        ("plugins", "list", "--refresh"),
+        ("plugins", "info", "evil"),
+        ("doctor",),
+        ("tools", "list"),
+    ):
         proc = cli(home, *args)
         shown = proc.stdout + proc.stderr
         assert "\x1b" not in shown and "\x07" not in shown and "\u202e" not in shown, (args, shown)

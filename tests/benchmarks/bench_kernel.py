@@ -70,6 +70,8 @@ POST_TOOL_ARGS = (
     "status",
     "error_type",
     "error_message",
+    "telemetry_schema_version",
+    "middleware_trace",
 )
 PRE_LLM_ARGS = (
     "session_id",
@@ -97,6 +99,8 @@ POST_KWARGS: dict[str, Any] = {
     "status": "ok",
     "error_type": None,
     "error_message": None,
+    "telemetry_schema_version": "hermes.observer.v1",
+    "middleware_trace": [],
 }
 PRE_KWARGS: dict[str, Any] = {
     "session_id": "session-1",
@@ -251,6 +255,8 @@ def make_raw_pluggy(post_cbs: list[Callable[..., Any]], pre_cbs: list[Callable[.
             status,
             error_type,
             error_message,
+            telemetry_schema_version,
+            middleware_trace,
         ):
             """Observe a finished tool call."""
 

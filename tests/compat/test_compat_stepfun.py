@@ -224,7 +224,10 @@ def test_without_a_key_stepfun_is_unavailable_and_the_chain_skips_it(
         rows = {(r.slot, r.name): r for r in k.providers.status()}
         assert rows[("image_gen", "stepfun")].available is False
         assert rows[("image_gen", "stepfun")].active is True
-        assert "generate_image" not in k.tools.names()
+        # The chosen one stays the tool, as in Hermes: a call names the provider and what it lacks.
+        answer = json.loads(k.tools.dispatch("generate_image", {"prompt": "a grey cloud"}))
+        assert answer["error_type"] == "provider_unavailable" and answer["provider"] == "stepfun"
+        assert "image generator 'stepfun' is not available" in answer["error"]
 
         # The chain counts a registered backend as enough to be available, and skips unavailable ones.
         chain = k.slots.get("image_gen", "image-gen-chain").obj

@@ -134,6 +134,10 @@ class SqliteMemoryProvider(MemoryProvider):
             self._home = Path(hermes_home).expanduser()
             self._close_store()
 
+    def on_session_switch(self, new_session_id: str, **kwargs: Any) -> None:
+        """``/new`` or ``/reset``: what is stored from now on belongs to ``new_session_id``."""
+        self.session_id = str(new_session_id or "")
+
     def system_prompt_block(self) -> str:
         return (
             "You have a long-term memory that persists across sessions. Use memory_search to look up "

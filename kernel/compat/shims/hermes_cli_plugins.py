@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ...core.context import PluginContext
+from ...tools.registry import PluginToolOverrideError
 from . import require_kernel
 
 if TYPE_CHECKING:
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 __all__ = [
     "PluginContext",
     "PluginManagerView",
+    "PluginToolOverrideError",
     "get_plugin_command_handler",
     "get_plugin_commands",
     "get_plugin_manager",
@@ -101,10 +103,12 @@ def resolve_pre_tool_block(
     ``tool_call_id``, ``session_id`` ...).  Approval requests go to the
     kernel's approver, as for a real call.
     """
-    from ...tools import HOOK_CONTEXT_KEYS
+    from ...tools import HOOK_CONTEXT_KEYS, observer_context
     from ...tools.decisions import decide_tool_call
 
     kernel = require_kernel("hermes_cli.plugins.resolve_pre_tool_block")
     call_args = copy.deepcopy(dict(args or {}))
-    verdict = decide_tool_call(kernel, tool_name, call_args, {**dict.fromkeys(HOOK_CONTEXT_KEYS), **context})
+    verdict = decide_tool_call(
+        kernel, tool_name, call_args, observer_context({**dict.fromkeys(HOOK_CONTEXT_KEYS), **context})
+    )
     return verdict.blocked

@@ -26,12 +26,15 @@ def register_provider(profile: ProviderProfile) -> None:
     registering_context("providers.register_provider").register_model_provider(profile)
 
 
-def get_provider_profile(name: str) -> ProviderProfile:
-    """The profile of provider ``name`` (or an alias); ``LookupError`` when there is none."""
+def get_provider_profile(name: str) -> ProviderProfile | None:
+    """The profile of provider ``name`` (or an alias); ``None`` when there is none, as in Hermes."""
     kernel = current_kernel()
-    if kernel is None:
-        return _registry.get_provider_profile(name)
-    return kernel.providers.get_provider_profile(name)
+    try:
+        if kernel is None:
+            return _registry.get_provider_profile(name)
+        return kernel.providers.get_provider_profile(name)
+    except _registry.ProviderLookupError:
+        return None
 
 
 def list_providers() -> list[ProviderProfile]:

@@ -15,7 +15,37 @@ from typing import Any
 
 from . import current_kernel, registering_context, require_kernel
 
-__all__ = ["HermesToolRegistry", "registry", "tool_error", "tool_result"]
+__all__ = ["HermesToolRegistry", "ToolEntry", "registry", "tool_error", "tool_result"]
+
+
+class ToolEntry:
+    """A snapshot of one registered tool, with the attributes of Hermes' registry entries."""
+
+    __slots__ = (
+        "check_fn",
+        "description",
+        "dynamic_schema_overrides",
+        "emoji",
+        "handler",
+        "is_async",
+        "max_result_size_chars",
+        "name",
+        "requires_env",
+        "schema",
+        "toolset",
+    )
+
+    def __init__(self, tool: Any) -> None:
+        self.name, self.toolset, self.handler = tool.name, tool.toolset, tool.handler
+        self.schema = copy.deepcopy(tool.schema)
+        self.check_fn, self.is_async = tool.check_fn, tool.is_async
+        self.description, self.emoji = tool.description, tool.emoji
+        self.requires_env = list(tool.requires_env)
+        self.max_result_size_chars = None
+        self.dynamic_schema_overrides = None
+
+    def __repr__(self) -> str:
+        return f"ToolEntry(name={self.name!r}, toolset={self.toolset!r})"
 
 
 class HermesToolRegistry:
@@ -32,6 +62,7 @@ class HermesToolRegistry:
         is_async: bool = False,
         description: str = "",
         emoji: str = "",
+        override: bool = False,
         **extra: Any,
     ) -> None:
         """Add a tool (as ``ctx.register_tool``); unknown keywords are ignored with a warning."""
@@ -49,6 +80,7 @@ class HermesToolRegistry:
             is_async=is_async,
             description=description,
             emoji=emoji,
+            override=override,
         )
 
     def get_all_tool_names(self) -> list[str]:
@@ -81,6 +113,30 @@ class HermesToolRegistry:
         kernel = current_kernel()
         tool = kernel.tools.get(name) if kernel is not None else None
         return tool.toolset if tool is not None else None
+
+    def get_entry(self, name: str) -> ToolEntry | None:
+        """A snapshot of tool ``name``'s registration, or ``None``."""
+        kernel = current_kernel()
+        tool = kernel.tools.get(name) if kernel is not None else None
+        return ToolEntry(tool) if tool is not None else None
+
+    def get_registered_toolset_names(self) -> list[str]:
+        """The toolsets of the current kernel's tools, sorted, each once."""
+        kernel = current_kernel()
+        return sorted({tool.toolset for tool in kernel.tools.all()}) if kernel is not None else []
+
+    def get_tool_names_for_toolset(self, toolset: str) -> list[str]:
+        """The tools of ``toolset``, sorted by name."""
+        kernel = current_kernel()
+        if kernel is None:
+            return []
+        return sorted(tool.name for tool in kernel.tools.all() if tool.toolset == toolset)
+
+    def get_emoji(self, name: str, default: str = "\N{HIGH VOLTAGE SIGN}") -> str:
+        """Tool ``name``'s emoji, or ``default`` when it has none (or is unknown)."""
+        kernel = current_kernel()
+        tool = kernel.tools.get(name) if kernel is not None else None
+        return tool.emoji if tool is not None and tool.emoji else default
 
     def dispatch(self, name: str, args: dict[str, Any] | str | None = None, **context: Any) -> str:
         """Run tool ``name`` through the kernel's whole pipeline (hooks included); a JSON string."""

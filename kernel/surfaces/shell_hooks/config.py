@@ -130,12 +130,15 @@ def _add_entry(
     argv = tuple(os.path.expanduser(w) if w.startswith("~") else w for w in words)
 
     timeout = DEFAULT_TIMEOUT
-    given = entry.get("timeout")
+    given = _seconds(entry.get("timeout"))
+    if given is _NOT_A_NUMBER:
+        # As in Hermes: the hook still runs, with the default timeout.
+        out.warnings.append(
+            f"config.yaml: '{where}.timeout' must be a number of seconds ({MIN_TIMEOUT:g} to "
+            f"{MAX_TIMEOUT:g}), not {_shown(entry.get('timeout'))}; using {DEFAULT_TIMEOUT:g}"
+        )
+        given = None
     if given is not None:
-        if isinstance(given, bool) or not isinstance(given, int | float) or math.isnan(given):
-            return problem(
-                "timeout", f"must be a number of seconds ({MIN_TIMEOUT:g} to {MAX_TIMEOUT:g}), not {given!r}"
-            )
         timeout = min(max(float(given), MIN_TIMEOUT), MAX_TIMEOUT)
         if timeout != given:
             out.warnings.append(
@@ -222,3 +225,26 @@ def _add_entry(
 
 def _kind(value: Any) -> str:
     return "nothing" if value is None else f"a {type(value).__name__} ({value!r})"[:120]
+
+
+_NOT_A_NUMBER = object()
+
+
+def _seconds(value: Any) -> Any:
+    """A timeout as written: ``None`` (absent), a number (``"30"`` counts, as Hermes reads it), or
+    :data:`_NOT_A_NUMBER`."""
+    if value is None:
+        return None
+    if isinstance(value, str) and len(value) <= 32:
+        try:
+            value = float(value.strip())
+        except ValueError:
+            return _NOT_A_NUMBER
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+        return _NOT_A_NUMBER
+    return value
+
+
+def _shown(value: Any) -> str:
+    text = repr(value) if isinstance(value, str | int | float | bool) else type(value).__name__
+    return text if len(text) <= 60 else text[:57] + "..."

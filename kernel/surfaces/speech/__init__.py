@@ -1,9 +1,11 @@
-"""Text to speech and speech to text through command providers declared in ``config.yaml``.
+"""Text to speech and speech to text through command providers declared in ``config.yaml``, or plugins.
 
 ``tts.provider: NAME`` with ``tts.providers.NAME.command`` turns text into an
 audio file, ``stt.provider: NAME`` with ``stt.providers.NAME.command`` turns an
 audio file into text; ``HERMES_LOCAL_STT_COMMAND`` is the older, one-line form
-of the second.  Any program that reads and writes files can serve.
+of the second.  Any program that reads and writes files can serve.  A name
+with no command names the provider a plugin offers (a :class:`TTSProvider` or
+:class:`TranscriptionProvider`, see :mod:`.providers`), as in Hermes Agent.
 
 How a command runs (the full story is in ``docs/speech.md``):
 
@@ -43,6 +45,7 @@ from .common import (
 )
 from .config import check_speed, check_word
 from .files import mask_secrets, parse_transcript, sniff_audio
+from .providers import TranscriptionProvider, TTSProvider
 from .service import Speech
 from .templates import CommandTemplate
 
@@ -59,7 +62,9 @@ __all__ = [
     "CommandTemplate",
     "Speech",
     "SpeechError",
+    "TTSProvider",
     "TemplateError",
+    "TranscriptionProvider",
     "check_speed",
     "check_word",
     "load",
@@ -84,6 +89,7 @@ def load(kernel: Kernel) -> None:
     if not _configured(kernel):
         return
     speech = kernel.speech
+    speech.settle()
     for problem in speech.problems:
         kernel._config_problem(problem)
     if speech.tts_provider is None and speech.stt_provider is None and not speech.problems:
@@ -96,7 +102,7 @@ def load(kernel: Kernel) -> None:
                 "tts",
                 speech.tts_schema(),
                 speech.tts_tool,
-                description="Speak a text into an audio file through the configured command.",
+                description=f"Speak a text into an audio file through the provider '{speech.tts_provider}'.",
             )
         if speech.stt_provider is not None:
             ctx.register_tool(
@@ -104,7 +110,7 @@ def load(kernel: Kernel) -> None:
                 "stt",
                 speech.stt_schema(),
                 speech.stt_tool,
-                description="Transcribe an audio file through the configured command.",
+                description=f"Transcribe an audio file through the provider '{speech.stt_provider}'.",
             )
 
     record = kernel._add_surface(SURFACE, "speech", setup, description=speech.describe())

@@ -22,6 +22,13 @@ DEFAULT_TTS_TIMEOUT = 120.0
 DEFAULT_STT_TIMEOUT = 300.0
 DEFAULT_LANGUAGE = "en"
 DEFAULT_MAX_TEXT = 5000
+# HERMES_LOCAL_STT_COMMAND's {model} when none is configured (Hermes Agent's local Whisper model).
+DEFAULT_LOCAL_MODEL = "base"
+# Plugin providers (Hermes Agent's defaults for them): the format asked for, the longest text.
+DEFAULT_PLUGIN_FORMAT = "mp3"
+DEFAULT_PLUGIN_MAX_TEXT = 4000
+# The provider slots plugins fill (ctx.register_tts_provider / register_transcription_provider).
+PLUGIN_SLOTS = {"tts": "tts", "stt": "transcription"}
 
 TTS_PLACEHOLDERS = ("input_path", "text_path", "output_path", "format", "voice", "model", "speed")
 STT_PLACEHOLDERS = ("input_path", "output_dir", "output_path", "language", "model", "format")

@@ -14,7 +14,10 @@ from .common import (
     AUDIO_FORMATS,
     DEFAULT_AUDIO_FORMAT,
     DEFAULT_LANGUAGE,
+    DEFAULT_LOCAL_MODEL,
     DEFAULT_MAX_TEXT,
+    DEFAULT_PLUGIN_FORMAT,
+    DEFAULT_PLUGIN_MAX_TEXT,
     DEFAULT_STT_TIMEOUT,
     DEFAULT_TTS_TIMEOUT,
     IGNORED_SETTINGS,
@@ -66,6 +69,36 @@ class _Provider:
 
     def summary(self) -> str:
         return f"{self.kind}: {self.name} ({self.fmt}, `{_shorten(self.template.text, 60)}`)"
+
+
+@dataclass
+class _PluginChoice:
+    """``tts.provider`` / ``stt.provider`` naming no command provider: a plugin's provider of that name.
+
+    It is looked up in the provider slot when used (plugins come and go);
+    ``missing`` is the configuration problem to report when no plugin offers it.
+    """
+
+    kind: str  # "tts" or "stt"
+    name: str
+    missing: str
+    fmt: str = DEFAULT_PLUGIN_FORMAT
+    voice: str | None = None
+    model: str | None = None
+    speed: float | int | None = None
+    language: str | None = None
+    max_text_length: int = DEFAULT_PLUGIN_MAX_TEXT
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind} provider '{self.name}'"
+
+    def where(self, setting: str) -> str:
+        """Where ``setting`` of a plugin provider is configured, for messages."""
+        if setting == "max_text_length" or (self.kind == "stt" and setting in ("model", "language")):
+            return f"config.yaml: '{self.kind}.{self.name}.{setting}'"
+        return f"config.yaml: '{self.kind}.{setting}'"
 
 
 class _ConfigProblem(Exception):
@@ -130,8 +163,11 @@ def _names(value: Any, key: str) -> frozenset[str]:
     return frozenset(value)
 
 
-def _provider_entry(cfg: Mapping[str, Any], kind: str) -> tuple[str, Mapping[str, Any]] | None:
-    """The selected provider's name and settings, ``None`` when none is chosen."""
+def _provider_entry(cfg: Mapping[str, Any], kind: str) -> tuple[str, Any, Mapping[str, Any]] | None:
+    """The selected provider's name, its ``providers`` entry (``None`` if absent) and all the entries.
+
+    ``None`` when no provider is chosen (or, for ``stt``, when it is ``local_command``).
+    """
     name = section(cfg, kind, "provider")
     providers = section(cfg, kind, "providers")
     if providers is not None and not isinstance(providers, Mapping):
@@ -157,42 +193,60 @@ def _provider_entry(cfg: Mapping[str, Any], kind: str) -> tuple[str, Mapping[str
     if kind == "stt" and name == LEGACY_NAME:
         return None
     entry = providers.get(name)
+    if entry is not None and not isinstance(entry, Mapping):
+        raise _ConfigProblem(f"config.yaml: '{kind}.providers.{name}' must be a mapping")
+    return name, entry, providers
+
+
+def _not_a_command(
+    cfg: Mapping[str, Any],
+    kind: str,
+    name: str,
+    entry: Mapping[str, Any] | None,
+    providers: Mapping[str, Any],
+) -> str:
+    """Why ``entry`` is no command provider (``""`` when it is one), as Hermes Agent decides it."""
+    key = f"{kind}.providers.{name}"
     if entry is None:
         defined = ", ".join(map(str, providers)) or "none"
-        raise _ConfigProblem(
-            f"config.yaml: '{kind}.provider' is '{name}', but there is no '{kind}.providers.{name}' "
-            f"(defined: {defined}); hermes-kernel runs command providers only"
+        # Hermes Agent also reads a command from '<kind>.<name>'; hermes-kernel only from '<kind>.providers'.
+        elsewhere = section(cfg, kind, name, "command")
+        moved = f"; move '{kind}.{name}.command' there" if isinstance(elsewhere, str) else ""
+        return (
+            f"config.yaml: '{kind}.provider' is '{name}', but there is no '{key}' command provider "
+            f"(defined: {defined}{moved})"
         )
-    if not isinstance(entry, Mapping):
-        raise _ConfigProblem(f"config.yaml: '{kind}.providers.{name}' must be a mapping")
-    return name, entry
-
-
-def _parse_provider(cfg: Mapping[str, Any], kind: str) -> _Provider | None:
-    chosen = _provider_entry(cfg, kind)
-    if chosen is None:
-        return None
-    name, entry = chosen
-    key = f"{kind}.providers.{name}"
     ptype = entry.get("type", "command")
     if ptype != "command":
-        raise _ConfigProblem(
-            f"config.yaml: '{key}.type' must be 'command' (the only provider type hermes-kernel runs), "
-            f"not {ptype!r}"
+        return (
+            f"config.yaml: '{key}.type' must be 'command' (the only provider type hermes-kernel runs "
+            f"from config.yaml), not {ptype!r}"
         )
     command = entry.get("command")
     if not isinstance(command, str) or not command.strip():
-        raise _ConfigProblem(
-            f"config.yaml: '{key}.command' must be a non-empty command template, e.g. "
-            + (
-                '"espeak-ng -w {output_path} -f {input_path}"'
-                if kind == "tts"
-                else '"whisper {input_path} --output_dir {output_dir}"'
-            )
+        example = (
+            '"espeak-ng -w {output_path} -f {input_path}"'
+            if kind == "tts"
+            else '"whisper {input_path} --output_dir {output_dir}"'
         )
+        return f"config.yaml: '{key}.command' must be a non-empty command template, e.g. {example}"
+    return ""
+
+
+def _parse_provider(cfg: Mapping[str, Any], kind: str) -> _Provider | _PluginChoice | None:
+    """The chosen provider: a command provider, else the plugin provider of that name (see Hermes Agent:
+    a ``providers`` entry with a command wins over a plugin of the same name)."""
+    chosen = _provider_entry(cfg, kind)
+    if chosen is None:
+        return None
+    name, entry, providers = chosen
+    missing = _not_a_command(cfg, kind, name, entry, providers)
+    if missing:
+        return _plugin_choice(cfg, kind, name, missing)
+    key = f"{kind}.providers.{name}"
     allowed = TTS_PLACEHOLDERS if kind == "tts" else STT_PLACEHOLDERS
     try:
-        template = CommandTemplate(command, allowed, in_shell=True)
+        template = CommandTemplate(entry["command"], allowed, in_shell=True)
     except TemplateError as exc:
         raise _ConfigProblem(f"config.yaml: '{key}.command': {exc}") from None
     passthrough = _names(entry.get("env_passthrough"), f"{key}.env_passthrough")
@@ -205,6 +259,42 @@ def _parse_provider(cfg: Mapping[str, Any], kind: str) -> _Provider | None:
         hint = f" (did you mean '{close[0]}'?)" if close else f" (known: {', '.join(known)})"
         provider.warnings.append(f"config.yaml: '{key}.{setting}' is not a setting; ignored{hint}")
     return provider
+
+
+def _plugin_choice(cfg: Mapping[str, Any], kind: str, name: str, missing: str) -> _PluginChoice:
+    """The settings Hermes Agent hands a plugin provider: ``tts.voice``, ``tts.model``, ``tts.speed``,
+    ``tts.output_format`` and ``tts.<name>.max_text_length``; ``stt.<name>.model`` and
+    ``stt.<name>.language`` (here also ``stt.model`` and ``stt.language``)."""
+    own = section(cfg, kind, name)
+    own = own if isinstance(own, Mapping) and name not in ("provider", "providers") else {}
+    if kind == "tts":
+        max_len = own.get("max_text_length")
+        if isinstance(max_len, bool) or not isinstance(max_len, int) or max_len <= 0:
+            max_len = DEFAULT_PLUGIN_MAX_TEXT  # as Hermes Agent: a bad cap falls back to the default
+        return _PluginChoice(
+            "tts",
+            name,
+            missing,
+            fmt=_choice(
+                section(cfg, "tts", "output_format"),
+                "tts.output_format",
+                AUDIO_FORMATS,
+                DEFAULT_PLUGIN_FORMAT,
+            ),
+            voice=_opt_word(section(cfg, "tts", "voice"), "tts.voice"),
+            model=_opt_word(section(cfg, "tts", "model"), "tts.model"),
+            speed=_opt_speed(section(cfg, "tts", "speed"), "tts.speed"),
+            max_text_length=max_len,
+        )
+    model_key = f"stt.{name}.model" if own.get("model") is not None else "stt.model"
+    language_key = f"stt.{name}.language" if own.get("language") is not None else "stt.language"
+    return _PluginChoice(
+        "stt",
+        name,
+        missing,
+        model=_opt_word(own.get("model", section(cfg, "stt", "model")), model_key),
+        language=_opt_word(own.get("language", section(cfg, "stt", "language")), language_key),
+    )
 
 
 def _build_provider(
@@ -263,7 +353,10 @@ def _legacy_provider(cfg: Mapping[str, Any], command: str) -> _Provider:
         LEGACY_ENV,
         timeout=_timeout(section(cfg, "stt", "timeout"), "stt.timeout", DEFAULT_STT_TIMEOUT),
         fmt="txt",
-        model=_opt_word(section(cfg, "stt", "model"), "stt.model"),
+        # As Hermes Agent: stt.local.model, else its local Whisper model "base"; {model} always has a value.
+        model=_opt_word(section(cfg, "stt", "model"), "stt.model")
+        or _opt_word(section(cfg, "stt", "local", "model"), "stt.local.model")
+        or DEFAULT_LOCAL_MODEL,
         language=_opt_word(section(cfg, "stt", "language"), "stt.language") or DEFAULT_LANGUAGE,
         passthrough=_names(section(cfg, "stt", "env_passthrough"), "stt.env_passthrough"),
     )

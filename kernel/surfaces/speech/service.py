@@ -1,4 +1,4 @@
-"""``k.speech``: synthesis and transcription through the configured command providers."""
+"""``k.speech``: synthesis and transcription through the configured command or plugin providers."""
 
 from __future__ import annotations
 
@@ -14,12 +14,14 @@ from typing import TYPE_CHECKING, Any
 
 from ...core.config import read_dotenv, section
 from .. import end_process_group
+from . import dispatch
 from .common import AUDIO_FORMATS, KILL_GRACE, LEGACY_ENV, LEGACY_NAME, SHELL, SpeechError
 from .config import (
     _choice,
     _ConfigProblem,
     _legacy_provider,
     _parse_provider,
+    _PluginChoice,
     _Provider,
     _shorten,
     check_speed,
@@ -41,6 +43,9 @@ class Speech:
 
     The configuration is read once, when this object is made; problems found
     there are in :attr:`problems` (and in ``k.problems`` after ``k.load()``).
+    A provider name that no ``providers`` entry runs as a command names a
+    plugin's provider (``ctx.register_tts_provider``), looked up at each call;
+    ``k.load()`` reports the names no plugin offers.
     """
 
     def __init__(self, kernel: Kernel) -> None:
@@ -50,8 +55,8 @@ class Speech:
         self.warnings: list[str] = []
         self._tts_problem: str | None = None
         self._stt_problem: str | None = None
-        self._tts: _Provider | None = None
-        self._stt: _Provider | None = None
+        self._tts: _Provider | _PluginChoice | None = None
+        self._stt: _Provider | _PluginChoice | None = None
         cfg = kernel.config
         try:
             if self._section(cfg, "tts"):
@@ -68,30 +73,75 @@ class Speech:
             self._stt_problem = str(exc)
             self.problems.append(self._stt_problem)
         for provider in (self._tts, self._stt):
-            if provider is not None:
+            if isinstance(provider, _Provider):
                 self.warnings.extend(provider.warnings)
                 self.warnings.extend(self._check_program(provider))
+
+    def settle(self) -> None:
+        """Match the choices with the plugins' providers (called by ``k.load()``, after the plugins).
+
+        A name no plugin offers becomes a problem of its direction; an
+        unavailable plugin provider, or one a same-name command provider
+        hides, a warning.
+        """
+        for kind, chosen in (("tts", self._tts), ("stt", self._stt)):
+            if isinstance(chosen, _Provider):
+                other = dispatch.offered(self._kernel, kind).get(chosen.name)
+                if other is not None:
+                    self._warn(
+                        f"{chosen.label}: the command of {chosen.key} is used, not the provider of the "
+                        f"same name that plugin '{other.plugin}' offers (a command provider wins)"
+                    )
+                continue
+            if not isinstance(chosen, _PluginChoice):
+                continue
+            found = dispatch.find(self._kernel, chosen)
+            if found is None:
+                problem = dispatch.missing(self._kernel, chosen)
+                if kind == "tts":
+                    self._tts_problem = problem
+                else:
+                    self._stt_problem = problem
+                if problem not in self.problems:
+                    self.problems.append(problem)
+                continue
+            ok, reason = dispatch.availability(found)
+            if not ok:
+                self._warn(f"{found.label} is not available: {reason}; calls will fail until it is")
+
+    def _warn(self, warning: str) -> None:
+        if warning not in self.warnings:
+            self.warnings.append(warning)
 
     # -- status ------------------------------------------------------------------
 
     @property
     def tts_provider(self) -> str | None:
         """The name of the usable text-to-speech provider, ``None`` when there is none."""
-        return self._tts.name if self._tts else None
+        return self._usable(self._tts)
 
     @property
     def stt_provider(self) -> str | None:
         """The name of the usable speech-to-text provider (``local_command`` for the legacy variable)."""
-        return self._stt.name if self._stt else None
+        return self._usable(self._stt)
+
+    def _usable(self, chosen: _Provider | _PluginChoice | None) -> str | None:
+        if isinstance(chosen, _PluginChoice):
+            found = dispatch.find(self._kernel, chosen)
+            return found.name if found is not None else None
+        return chosen.name if chosen is not None else None
 
     def status(self) -> dict[str, Any]:
         """What is configured: per direction the provider, its command, format and timeout, or the problem."""
 
-        def one(provider: _Provider | None, problem: str | None) -> dict[str, Any]:
+        def one(provider: _Provider | _PluginChoice | None, problem: str | None) -> dict[str, Any]:
+            if isinstance(provider, _PluginChoice):
+                return self._plugin_status(provider)
             if provider is None:
                 return {"provider": None, "problem": problem}
             row: dict[str, Any] = {
                 "provider": provider.name,
+                "type": "command",
                 "configured_at": provider.key,
                 "command": provider.template.text,
                 "shell": provider.template.shell,
@@ -111,6 +161,25 @@ class Speech:
             "warnings": list(self.warnings),
         }
 
+    def _plugin_status(self, choice: _PluginChoice) -> dict[str, Any]:
+        found = dispatch.find(self._kernel, choice)
+        ok, reason = dispatch.availability(found) if found is not None else (False, "")
+        row: dict[str, Any] = {
+            "provider": found.name if found is not None else choice.name,
+            "type": "plugin",
+            "plugin": found.plugin if found is not None else None,
+            "configured_at": f"{choice.kind}.provider",
+            "available": ok,
+            "reason": reason,
+            "format": choice.fmt if choice.kind == "tts" else None,
+            "problem": None if found is not None else dispatch.missing(self._kernel, choice),
+        }
+        extra = (
+            ("voice", "model", "speed", "max_text_length") if choice.kind == "tts" else ("language", "model")
+        )
+        row.update({k: getattr(choice, k) for k in extra})
+        return row
+
     def describe(self) -> str:
         """A one-line status for ``plugins list`` and doctor."""
         parts = []
@@ -118,7 +187,13 @@ class Speech:
             ("tts", self._tts, self._tts_problem),
             ("stt", self._stt, self._stt_problem),
         ):
-            if provider is not None:
+            if isinstance(provider, _PluginChoice):
+                found = dispatch.find(self._kernel, provider)
+                if found is not None:
+                    parts.append(f"{kind}: {found.name} (plugin '{found.plugin}')")
+                else:
+                    parts.append(f"{kind}: not available (no plugin offers '{provider.name}')")
+            elif provider is not None:
                 parts.append(provider.summary())
             elif problem:
                 parts.append(f"{kind}: not available (configuration problem)")
@@ -140,7 +215,9 @@ class Speech:
         ``voice``, ``model`` and ``speed`` override the provider's settings for
         this call (ignored when its command has no such placeholder);
         ``output_format`` needs a command with ``{format}``.  Raises
-        :class:`SpeechError`.
+        :class:`SpeechError`.  A plugin's provider gets all four, as Hermes
+        Agent passes them (``format`` defaults to ``tts.output_format``, else
+        ``mp3``).
         """
         tts = self._tts
         if tts is None:
@@ -158,6 +235,8 @@ class Speech:
                 f"the text has {len(text)} characters; {tts.label} takes at most {tts.max_text_length} "
                 f"({tts.where('max_text_length')})"
             )
+        if isinstance(tts, _PluginChoice):
+            return self._plugin_synthesize(tts, text, voice, model, speed, output_format)
         fmt = tts.fmt
         if output_format is not None:
             try:
@@ -214,6 +293,60 @@ class Speech:
         )
         return output
 
+    def _plugin_synthesize(
+        self,
+        choice: _PluginChoice,
+        text: str,
+        voice: str | None,
+        model: str | None,
+        speed: float | int | str | None,
+        output_format: str | None,
+    ) -> Path:
+        fmt = choice.fmt
+        if output_format is not None:
+            try:
+                fmt = _choice(output_format, "output_format", AUDIO_FORMATS, choice.fmt)
+            except _ConfigProblem as exc:
+                raise SpeechError(str(exc).replace("config.yaml: ", "")) from None
+        chosen_voice = check_word(str(voice), "voice") if voice is not None else choice.voice
+        chosen_model = check_word(str(model), "model") if model is not None else choice.model
+        chosen_speed = check_speed(speed) if speed is not None else choice.speed
+        found = dispatch.find(self._kernel, choice)
+        if found is None:
+            raise SpeechError(dispatch.missing(self._kernel, choice), provider=choice.name)
+        dispatch.require_available(self._kernel, found)
+        self.audio_dir.mkdir(parents=True, exist_ok=True)
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        output = (self.audio_dir / f"tts-{stamp}-{os.urandom(6).hex()}.{fmt}").resolve()
+        started = time.monotonic()
+        try:
+            result = dispatch.call(
+                self._kernel,
+                found,
+                "synthesize",
+                text,
+                str(output),
+                voice=chosen_voice,
+                model=chosen_model,
+                speed=float(chosen_speed) if chosen_speed is not None else None,
+                format=fmt,
+            )
+            path = dispatch.written_path(self._kernel, found, result, output)
+        except BaseException:
+            output.unlink(missing_ok=True)
+            raise
+        if path != output:
+            output.unlink(missing_ok=True)  # a file the provider left where it was asked to write
+        self._kernel.log.info(
+            "tts_done",
+            provider=found.name,
+            plugin=found.plugin,
+            chars=len(text),
+            bytes=path.stat().st_size,
+            seconds=round(time.monotonic() - started, 3),
+        )
+        return path
+
     # -- speech to text --------------------------------------------------------
 
     def transcribe(
@@ -235,6 +368,8 @@ class Speech:
             raise SpeechError(f"not a usable audio file path: {path!r} ({exc})") from None
         if not is_file:
             raise SpeechError(f"no such audio file: {source}")
+        if isinstance(stt, _PluginChoice):
+            return self._plugin_transcribe(stt, source, language, model)
         values: dict[str, str] = {"input_path": str(source), "format": stt.fmt}
         lang = check_word(str(language), "language") if language is not None else stt.language
         mod = check_word(str(model), "model") if model is not None else stt.model
@@ -276,6 +411,28 @@ class Speech:
                 ) from None
         self._kernel.log.info(
             "stt_done", provider=stt.name, chars=len(text), seconds=round(ran.seconds, 3), source=source.name
+        )
+        return text
+
+    def _plugin_transcribe(
+        self, choice: _PluginChoice, source: Path, language: str | None, model: str | None
+    ) -> str:
+        lang = check_word(str(language), "language") if language is not None else choice.language
+        mod = check_word(str(model), "model") if model is not None else choice.model
+        found = dispatch.find(self._kernel, choice)
+        if found is None:
+            raise SpeechError(dispatch.missing(self._kernel, choice), provider=choice.name)
+        dispatch.require_available(self._kernel, found)
+        started = time.monotonic()
+        result = dispatch.call(self._kernel, found, "transcribe", str(source), model=mod, language=lang)
+        text = dispatch.transcript(self._kernel, found, result)
+        self._kernel.log.info(
+            "stt_done",
+            provider=found.name,
+            plugin=found.plugin,
+            chars=len(text),
+            seconds=round(time.monotonic() - started, 3),
+            source=source.name,
         )
         return text
 
@@ -440,7 +597,10 @@ class Speech:
     def tts_schema(self) -> dict[str, Any]:
         """The ``text_to_speech`` tool schema; only the settings the command can use are offered."""
         assert self._tts is not None
-        names = self._tts.template.names
+        if isinstance(self._tts, _PluginChoice):
+            names = frozenset(("voice", "speed", "model", "format"))
+        else:
+            names = self._tts.template.names
         props: dict[str, Any] = {"text": {"type": "string", "description": "the text to speak"}}
         if "voice" in names:
             props["voice"] = {
@@ -471,10 +631,10 @@ class Speech:
         """The ``transcribe_audio`` tool schema."""
         assert self._stt is not None
         props: dict[str, Any] = {"path": {"type": "string", "description": "path of the audio file"}}
-        if "language" in self._stt.template.names:
+        if isinstance(self._stt, _PluginChoice) or "language" in self._stt.template.names:
             props["language"] = {
                 "type": "string",
-                "description": f"language of the speech (default: {self._stt.language})",
+                "description": f"language of the speech (default: {self._stt.language or 'detected'})",
             }
         return {
             "name": "transcribe_audio",

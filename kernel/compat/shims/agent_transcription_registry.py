@@ -1,0 +1,36 @@
+"""``agent.transcription_registry`` for plugins written for Hermes Agent: the kernel's STT providers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...surfaces.speech.dispatch import lookup, offered
+from ...surfaces.speech.providers import TranscriptionProvider
+from . import current_kernel, registering_context
+
+__all__ = ["get_provider", "list_providers", "register_provider"]
+
+
+def register_provider(provider: TranscriptionProvider) -> None:
+    """Offer a transcription provider, as ``ctx.register_transcription_provider`` does.
+
+    During a plugin's load it belongs to that plugin; otherwise to the
+    kernel's ``compat:hermes`` record.
+    """
+    registering_context("agent.transcription_registry.register_provider").register_transcription_provider(
+        provider
+    )
+
+
+def get_provider(name: str) -> Any:
+    """The transcription provider called ``name`` (ignoring case and surrounding blanks), or ``None``."""
+    kernel = current_kernel()
+    entry = lookup(kernel, "stt", name) if kernel is not None and isinstance(name, str) else None
+    return entry.obj if entry is not None else None
+
+
+def list_providers() -> list[Any]:
+    """Every transcription provider plugins offer to the current kernel, by name."""
+    kernel = current_kernel()
+    providers = offered(kernel, "stt") if kernel is not None else {}
+    return [providers[name].obj for name in sorted(providers)]
