@@ -52,7 +52,7 @@ class PluginLlmCompleteResult:
     provider: str
     model: str
     agent_id: str
-    usage: PluginLlmUsage
+    usage: PluginLlmUsage = field(default_factory=PluginLlmUsage)
     audit: dict[str, Any] = field(default_factory=dict)
 
 

@@ -476,7 +476,7 @@ def _scrub(text: str, values: Iterable[str]) -> str:
 
 def _record_names(record: _Record) -> dict[str, list[str]]:
     """The plugin record's ``registrations`` (kind -> names), kept as ``record.tools`` keeps tool names."""
-    return record.__dict__.setdefault("registrations", {})
+    return record.registrations
 
 
 # --------------------------------------------------------------------------- the registry

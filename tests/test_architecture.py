@@ -81,6 +81,7 @@ SERVICE_PACKAGES = (
     "kernel.llm",
     "kernel.messages",
     "kernel.providers",
+    "kernel.registrations",
     "kernel.skills",
     "kernel.surfaces",
     "kernel.tools",

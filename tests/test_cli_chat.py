@@ -629,3 +629,35 @@ def test_chat_in_a_terminal_recalls_the_history_of_an_earlier_chat(home, termina
     term.send(b"/quit\r")
     term.expect("Bye.")
     assert term.wait() == 0, term.text()
+
+
+NOTER = """
+import pathlib
+from agent.memory_provider import MemoryProvider
+
+class Noter(MemoryProvider):
+    name = "noter"
+    def is_available(self):
+        return True
+    def initialize(self, session_id, **kwargs):
+        self.home = pathlib.Path(kwargs["hermes_home"])
+    def get_tool_schemas(self):
+        return []
+    def on_pre_compress(self, messages):
+        (self.home / "pre_compress.txt").write_text(str(len(messages)))
+        return "the user likes short answers"
+"""
+
+
+def test_chat_compress_lets_the_memory_speak_first(home):
+    """``/compress`` in ``chat`` goes through the session: the memory provider's ``on_pre_compress``
+    sees the conversation before the engine compresses it (as in a turn)."""
+    write_home(home)
+    write_plugin(home / "plugins" / "memory", "noter", NOTER, manifest="")
+    config = yaml.safe_load((home / "config.yaml").read_text(encoding="utf-8"))
+    config["memory"] = {"provider": "noter"}
+    (home / "config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    proc = cli(home, "chat", stdin="What is 2**10?\n/compress\n")
+    assert proc.returncode == 0, proc.stderr
+    assert "Compressed the conversation with 'compressor'" in proc.stdout
+    assert int((home / "pre_compress.txt").read_text()) >= 3

@@ -26,7 +26,7 @@ import yaml
 from conftest import REPO, run_json
 from local_server import LocalServer, Reply
 
-from kernel import Kernel, compat, llm
+from kernel import Kernel, compat, llm, registrations
 from kernel.compat import finder, host
 from kernel.context import PluginContext
 from kernel.gateway import base as gateway_base
@@ -41,6 +41,22 @@ MP4 = b"\x00\x00\x00\x18ftypmp42" + bytes(32)
 
 # Served name -> every name it offers: the kernel's object, or OWN for what the shim itself defines.
 OWN = None
+SECRET_SOURCE_NAMES: dict[str, Any] = {
+    "SecretSource": registrations.SecretSource,
+    "FetchResult": registrations.FetchResult,
+    "ErrorKind": registrations.ErrorKind,
+    "SECRET_SOURCE_API_VERSION": registrations.SECRET_SOURCE_API_VERSION,
+    **dict.fromkeys(
+        (
+            "DEFAULT_CLI_TIMEOUT_SECONDS",
+            "DEFAULT_FETCH_TIMEOUT_SECONDS",
+            "is_valid_env_name",
+            "run_secret_cli",
+            "scrub_ansi",
+        ),
+        OWN,
+    ),
+}
 EXPECTED: dict[str, dict[str, Any]] = {
     "agent": {},
     "agent.memory_provider": {"MemoryProvider": memory.MemoryProvider},
@@ -75,6 +91,25 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "save_url_video": OWN,
     },
     "agent.web_search_provider": {"WebSearchProvider": web_search.WebSearchProvider},
+    "agent.browser_provider": {"BrowserProvider": registrations.BrowserProvider},
+    "agent.secret_sources": SECRET_SOURCE_NAMES,
+    "agent.secret_sources.base": SECRET_SOURCE_NAMES,
+    "hermes_cli.dashboard_auth": {
+        "DashboardAuthProvider": registrations.DashboardAuthProvider,
+        **dict.fromkeys(
+            (
+                "Session",
+                "TokenPrincipal",
+                "LoginStart",
+                "ProviderError",
+                "InvalidCodeError",
+                "InvalidCredentialsError",
+                "RefreshExpiredError",
+                "assert_protocol_compliance",
+            ),
+            OWN,
+        ),
+    },
     "agent.tts_provider": {
         "TTSProvider": speech_providers.TTSProvider,
         "DEFAULT_OUTPUT_FORMAT": speech_providers.DEFAULT_OUTPUT_FORMAT,
@@ -129,6 +164,7 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "invoke_hook": OWN,
         "resolve_pre_tool_block": OWN,
         "PluginToolOverrideError": PluginToolOverrideError,
+        "get_plugin_auxiliary_tasks": OWN,
     },
     "tools": {},
     "tools.registry": {

@@ -672,3 +672,81 @@ def test_the_base_classes_keep_hermes_defaults() -> None:
         BrowserProvider()  # type: ignore[abstract]
     with pytest.raises(TypeError):
         DashboardAuthProvider()  # type: ignore[abstract]
+
+
+HERMES_NAMES = EVERYTHING.replace(
+    "from kernel.registrations import BrowserProvider, DashboardAuthProvider, FetchResult, SecretSource\n",
+    "from agent.browser_provider import BrowserProvider\n"
+    "from agent.secret_sources.base import FetchResult, SecretSource\n"
+    "from hermes_cli.dashboard_auth import DashboardAuthProvider, LoginStart, Session,"
+    " assert_protocol_compliance\n",
+).replace(
+    "    def start_login(self, *, redirect_uri): return None\n",
+    "    def start_login(self, *, redirect_uri): return LoginStart(redirect_uri, {'state': 's'})\n",
+)
+
+
+def test_a_plugin_importing_hermes_module_names_loads_and_registers(
+    plugin_dir: Callable[..., Path], make_kernel: Callable[..., Kernel], home: Path
+) -> None:
+    """The same plugin written against Hermes' modules (``agent.browser_provider``,
+    ``agent.secret_sources.base``, ``hermes_cli.dashboard_auth``), served by the kernel's import shims."""
+    assert "agent.browser_provider" in HERMES_NAMES and "from kernel" not in HERMES_NAMES
+    plugin_dir("everything", HERMES_NAMES)
+    write_config(home, "secrets:\n  vault:\n    enabled: true\n")
+    k = make_kernel()
+    info = k.plugin("everything")
+    assert info.enabled, info.error
+    reg = k.registrations
+    assert k.environ["HK_REG_VAULT_TOKEN"] == "vault-value-1"
+    gate = reg.dashboard_auth_provider("gate")
+    start = gate.start_login(redirect_uri="http://127.0.0.1/cb")
+    assert (start.redirect_url, start.cookie_payload) == ("http://127.0.0.1/cb", {"state": "s"})
+    from hermes_cli.dashboard_auth import assert_protocol_compliance
+
+    assert assert_protocol_compliance(type(gate)) is None
+    with pytest.raises(TypeError, match="has no 'name'"):
+        assert_protocol_compliance(type("Nameless", (), {}))
+    assert [p.name for p in reg.browser_providers()] == ["cloudy"]
+    from hermes_cli.plugins import get_plugin_auxiliary_tasks, get_plugin_manager
+
+    assert [t["key"] for t in get_plugin_auxiliary_tasks()] == ["everything_filter"]
+    handlers = get_plugin_manager().get_slack_action_handlers()
+    assert [(getattr(m, "pattern", m), plugin) for m, _cb, plugin in handlers] == [
+        ("inbox_approve", "everything"),
+        ("^sweep_", "everything"),
+    ]
+
+
+def test_run_secret_cli_gives_the_helper_a_minimal_environment(
+    make_kernel: Callable[..., Kernel], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real helper process: it sees PATH and the allowed names only (not the credentials already in
+    the environment), NO_COLOR, no stdin; its coloured stderr is scrubbed; a slow one is cut off."""
+    make_kernel()
+    from agent.secret_sources import run_secret_cli
+
+    monkeypatch.setenv("HK_ALREADY_LOADED_KEY", "do-not-leak")
+    monkeypatch.setenv("HK_HELPER_SESSION", "allowed-session")
+    script = (
+        "import os, sys, json\n"
+        "print(json.dumps({k: os.environ.get(k) for k in"
+        " ('HK_ALREADY_LOADED_KEY', 'HK_HELPER_SESSION', 'NO_COLOR', 'HK_EXTRA')}))\n"
+        "print('\\x1b[31mred warning\\x1b[0m', file=sys.stderr)\n"
+        "print(repr(sys.stdin.read()))\n"
+    )
+    done = run_secret_cli(
+        [sys.executable, "-c", script], allow_env=["HK_HELPER_SESSION"], extra_env={"HK_EXTRA": "x"}
+    )
+    seen = json.loads(done.stdout.splitlines()[0])
+    assert seen == {
+        "HK_ALREADY_LOADED_KEY": None,
+        "HK_HELPER_SESSION": "allowed-session",
+        "NO_COLOR": "1",
+        "HK_EXTRA": "x",
+    }
+    assert done.stdout.splitlines()[1] == "''" and done.stderr.strip() == "red warning"
+    with pytest.raises(RuntimeError, match=r"did not finish within 0\.5 s"):
+        run_secret_cli([sys.executable, "-c", "import time; time.sleep(30)"], timeout=0.5)
+    with pytest.raises(RuntimeError, match="could not be started"):
+        run_secret_cli(["/nonexistent/helper-binary"])

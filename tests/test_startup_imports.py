@@ -26,7 +26,8 @@ except SystemExit:
     pass
 heavy = ["yaml", "structlog", "asyncio", "importlib.metadata", "dotenv", "blinker", "httpx"]
 services = sorted(m for m in sys.modules if m.startswith(("kernel.tools", "kernel.providers",
-                  "kernel.gateway", "kernel.surfaces", "kernel.events", "kernel.llm", "kernel.agent")))
+                  "kernel.gateway", "kernel.surfaces", "kernel.events", "kernel.llm", "kernel.agent",
+                  "kernel.registrations")))
 print("PROBE " + json.dumps({"heavy": [m for m in heavy if m in sys.modules], "services": services}))
 """
 

@@ -195,7 +195,7 @@ def install_host_commands(kernel: Kernel, session: AgentSession, chat: Chat | No
         if engine is None:
             return "No context engine is configured (context.engine in config.yaml)."
         before = len(session.messages)
-        session.messages = list(engine.compress(copy.deepcopy(session.messages), focus_topic=args or None))
+        session.compress(args or None)  # the memory's on_pre_compress first, as in a turn
         return (
             f"Compressed the conversation with '{engine.name}': {before} -> {len(session.messages)} messages."
         )

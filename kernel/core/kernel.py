@@ -660,6 +660,7 @@ _OUTCOME = (
     "skills",
     "middleware",
     "platforms",
+    "registrations",
 )
 
 

@@ -83,6 +83,8 @@ class PluginInfo:
     deferred: bool = False
     middleware: list[str] = field(default_factory=list)
     platforms: list[str] = field(default_factory=list)
+    # What else it registered, by kind (``auxiliary_tasks``, ``secret_sources``, ...): names only.
+    registrations: dict[str, list[str]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -107,6 +109,7 @@ class _Record:
     skills: list[str] = field(default_factory=list)
     middleware: list[str] = field(default_factory=list)
     platforms: list[str] = field(default_factory=list)
+    registrations: dict[str, list[str]] = field(default_factory=dict)
     callbacks: list[Callback] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     overrides: list[str] = field(default_factory=list)
@@ -175,4 +178,5 @@ class _Record:
             deferred=self.deferred,
             middleware=list(self.middleware),
             platforms=list(self.platforms),
+            registrations={kind: list(names) for kind, names in self.registrations.items() if names},
         )

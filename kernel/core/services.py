@@ -78,8 +78,8 @@ class ServiceHooks:
 
     @servicespec(firstresult=True)
     def service_register_object(self, kernel: Kernel, record: _Record, target: Any) -> bool | None:
-        """A plugin's entry point named something the core cannot register (a class): ``True`` if
-        this service took it."""
+        """A plugin's entry point named something the core cannot register (a class), or its module
+        has neither ``register()`` nor ``@hookimpl`` functions: ``True`` if this service took it."""
 
     @servicespec
     def service_load_finished(self, kernel: Kernel) -> None:

@@ -23,6 +23,7 @@ __all__ = [
     "PluginContext",
     "PluginManagerView",
     "PluginToolOverrideError",
+    "get_plugin_auxiliary_tasks",
     "get_plugin_command_handler",
     "get_plugin_commands",
     "get_plugin_manager",
@@ -53,6 +54,10 @@ class PluginManagerView:
         """Every known plugin as a dict (name, version, kind, source, enabled, error, tools, hooks, ...)."""
         return [info.to_dict() for info in self._kernel.plugins]
 
+    def get_slack_action_handlers(self) -> list[tuple[Any, Callable[..., Any], str]]:
+        """``(action_id, callback, plugin)`` for every Slack action handler plugins registered."""
+        return [tuple(handler) for handler in self._kernel.registrations.slack_action_handlers()]
+
     @property
     def _hooks(self) -> Mapping[str, list[Callable[..., Any]]]:
         """Hook name -> the functions registered for it that are still live, in call order (read-only)."""
@@ -71,6 +76,12 @@ def get_plugin_manager() -> PluginManagerView:
 def invoke_hook(hook_name: str, **kwargs: Any) -> list[Any]:
     """Fire ``hook_name`` on the current kernel; the non-None results."""
     return require_kernel("hermes_cli.plugins.invoke_hook").invoke_hook(hook_name, **kwargs)
+
+
+def get_plugin_auxiliary_tasks() -> list[dict[str, Any]]:
+    """The auxiliary tasks plugins registered (key, display name, description, defaults, plugin), by key."""
+    kernel = require_kernel("hermes_cli.plugins.get_plugin_auxiliary_tasks")
+    return sorted((task.to_dict() for task in kernel.registrations.auxiliary_tasks()), key=lambda t: t["key"])
 
 
 def get_plugin_commands() -> dict[str, dict[str, Any]]:
