@@ -1,4 +1,4 @@
-"""What image, video and web-search backends share: a display name, availability, a setup schema, models."""
+"""What image, video, web-search and speech backends share: a display name, availability, models."""
 
 from __future__ import annotations
 
@@ -29,8 +29,9 @@ class Backend:
         return []
 
     def default_model(self) -> str | None:
+        """The first listed model's id, or ``None``."""
         models = self.list_models()
-        return models[0]["id"] if models else None
+        return models[0].get("id") if models else None
 
     def get_setup_schema(self) -> dict[str, Any]:
         """What a setup wizard asks for: ``{name, badge, tag, env_vars: [{key, prompt, url}]}``."""

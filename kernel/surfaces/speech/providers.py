@@ -24,6 +24,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from typing import Any
 
+# The optional members every backend shares (display name, availability, models, setup schema).
+from ...providers.backend import Backend
+
 __all__ = [
     "DEFAULT_OUTPUT_FORMAT",
     "VALID_OUTPUT_FORMATS",
@@ -36,39 +39,7 @@ DEFAULT_OUTPUT_FORMAT = "mp3"
 VALID_OUTPUT_FORMATS = frozenset({"mp3", "wav", "ogg", "opus", "flac"})
 
 
-class _SpeechBackend:
-    """What both directions share: a display name, availability, models, a setup schema."""
-
-    name: Any
-
-    @property
-    def display_name(self) -> str:
-        """The label a picker shows (default: the name, title-cased)."""
-        return str(self.name).title()
-
-    def is_available(self) -> bool:
-        """Whether it can work now (keys present, library installed); must not raise or touch the network."""
-        return True
-
-    def unavailable_reason(self) -> str:
-        """Why :meth:`is_available` is false, for the error the kernel gives (a kernel addition)."""
-        return "is_available() returned False"
-
-    def list_models(self) -> list[dict[str, Any]]:
-        """``[{"id": ..., "display": ...}, ...]`` (default: none listed)."""
-        return []
-
-    def default_model(self) -> str | None:
-        """The first listed model's id, or ``None``."""
-        models = self.list_models()
-        return models[0].get("id") if models else None
-
-    def get_setup_schema(self) -> dict[str, Any]:
-        """What a setup wizard asks for: ``{name, badge, tag, env_vars: [{key, prompt, url}]}``."""
-        return {"name": self.display_name, "badge": "", "tag": "", "env_vars": []}
-
-
-class TTSProvider(_SpeechBackend, ABC):
+class TTSProvider(Backend, ABC):
     """A text-to-speech backend: implement ``name`` and ``synthesize``; the rest has defaults."""
 
     @property
@@ -123,7 +94,7 @@ class TTSProvider(_SpeechBackend, ABC):
         return False
 
 
-class TranscriptionProvider(_SpeechBackend, ABC):
+class TranscriptionProvider(Backend, ABC):
     """A speech-to-text backend: implement ``name`` and ``transcribe``; the rest has defaults."""
 
     @property
