@@ -310,6 +310,40 @@ def test_shutdown_unregisters_entry_point_plugins(ep_site: Path, home: Path, bun
 # -- the CLI in a fresh process ---------------------------------------------------------------------
 
 
+def test_cli_listing_imports_no_entry_point_plugin(
+    installed: dict[str, object], home: Path, bundled: Path, tmp_path: Path
+) -> None:
+    """A real installed distribution: ``plugins list`` names its plugins (name, version, source) without
+    importing any module of it; only a load (``--refresh``) does, and the next listing shows its outcome."""
+    target = installed["target"]
+    marks = tmp_path / "list-marks"
+    marks.mkdir()
+    env = cli_env(home, PYTHONPATH=str(target), HERMES_BUNDLED_PLUGINS=str(bundled))
+    env[MARKS_VARIABLE] = str(marks)
+    listing = [*CLI, "plugins", "list", "--json"]
+    first = subprocess.run(listing, env=env, capture_output=True, text=True, check=False)
+    assert first.returncode == 0, first.stderr
+    by_name = {p["name"]: p for p in json.loads(first.stdout)}
+    assert sorted(by_name) == EP_NAMES
+    assert {(p["source"], p["version"], p["listed_from"]) for p in by_name.values()} == {
+        ("entrypoint", "1.2.3", "unknown")
+    }
+    assert sorted(p.name for p in marks.iterdir()) == []  # nothing of the package ran
+    subprocess.run(
+        [*CLI, "plugins", "list", "--refresh"], env=env, capture_output=True, text=True, check=True
+    )
+    assert (marks / "ep-native-import").exists()
+    for path in marks.iterdir():
+        path.unlink()
+    again = subprocess.run(listing, env=env, capture_output=True, text=True, check=False)
+    by_name = {p["name"]: p for p in json.loads(again.stdout)}
+    assert (
+        by_name["ep-module"]["tools"] == ["ep_module_tool"]
+        and by_name["ep-module"]["listed_from"] == "current"
+    )
+    assert sorted(p.name for p in marks.iterdir()) == []
+
+
 def test_cli_lists_entry_point_plugins(installed: dict[str, object], home: Path, bundled: Path) -> None:
     target = installed["target"]
     env = cli_env(home, PYTHONPATH=str(target), HERMES_BUNDLED_PLUGINS=str(bundled))
