@@ -153,6 +153,45 @@ def test_an_engine_that_skips_super_init_loads_and_runs_a_turn(
     assert ContextEngine.compression_count == 0 and ContextEngine.context_length == 0
 
 
+DUCK_ENGINE = """
+class DuckEngine:  # no ContextEngine base class at all, no counters of its own
+    name = "duck"
+
+    def should_compress(self, prompt_tokens=None):
+        return False
+
+    def compress(self, messages, current_tokens=None, focus_topic=None, force=False):
+        return list(messages)
+
+    def update_from_response(self, usage):
+        self.last_prompt_tokens = usage.get("input_tokens") or 0
+
+
+def register(ctx):
+    ctx.register_context_engine(DuckEngine())
+"""
+
+
+def test_a_duck_typed_engine_gets_the_base_defaults_and_keeps_their_state(
+    home: Path, kernel: Callable[..., Kernel]
+) -> None:
+    """An engine that only has the methods (Hermes accepts it): the kernel sees it through a view whose
+    default methods (``update_model``, ``on_session_reset``, ``get_status``) keep their state on the
+    engine itself, instead of failing on a read-only view."""
+    engine_plugin(home, DUCK_ENGINE, "duck")
+    k = kernel(["one", "two"], context={"engine": "duck"}, model={"context_length": 4000})
+    view = k.providers.context_engine()
+    assert isinstance(view, ContextEngine)
+    with AgentSession(k) as session:
+        session.run("hello")
+        duck = object.__getattribute__(view, "_wrapped")
+        assert duck.context_length == 4000 and duck.threshold_tokens == 3000  # update_model's defaults
+        assert view.get_status()["usage_percent"] == pytest.approx(duck.last_prompt_tokens / 4000 * 100)
+        session.reset()
+        session.run("again")
+    assert "context_engine" not in agent_log(home)
+
+
 def test_usage_percent_is_bounded_and_ignores_a_negative_count(
     home: Path, kernel: Callable[..., Kernel]
 ) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -93,11 +94,20 @@ def conform(obj: Any, base: type) -> tuple[Any, list[str]]:
     members: dict[str, Any] = {
         "__doc__": f"{type(obj).__name__} seen as a {base.__name__}.",
         "__getattr__": lambda self, name: getattr(wrapped(self), name),
+        # A default method of ``base`` run on the view (``update_model``) keeps its state on ``obj``.
+        "__setattr__": lambda self, name, value: setattr(wrapped(self), name, value),
         "__repr__": lambda self: f"<{base.__name__} view of {wrapped(self)!r}>",
     }
     for name in dir(base):
-        if not name.startswith("_") and hasattr(obj, name):
+        if name.startswith("_"):
+            continue
+        if hasattr(obj, name):
             members[name] = property(lambda self, n=name: getattr(wrapped(self), n))
+        elif not callable(default := getattr(base, name)) and not isinstance(
+            inspect.getattr_static(base, name), property
+        ):
+            # A data default of ``base`` (a counter): ``obj``'s own value once set, else the default.
+            members[name] = property(lambda self, n=name, d=default: getattr(wrapped(self), n, d))
     view_class = type(type(obj).__name__, (base,), members)
     view = object.__new__(view_class)
     object.__setattr__(view, "_wrapped", obj)
