@@ -839,8 +839,9 @@ def test_empty_declarations_warn_about_everything_registered(
 def test_tool_collision_first_alphabetically_keeps_it(
     bundled: Path, user_root: Path, home: Path, make_kernel: Callable[..., Kernel], marks: Path
 ) -> None:
-    # The second plugin alphabetically is bundled and scanned first: source order does not matter.
-    make_plugin(bundled, "beta-tools", marks, tools=("same_tool", "beta_only_tool"))
+    # Between two plugins of the user's, the first alphabetically keeps the name (a bundled plugin's
+    # tool gives way to a user's instead: tests/test_bundled_tools_yield.py).
+    make_plugin(user_root, "beta-tools", marks, tools=("same_tool", "beta_only_tool"))
     make_plugin(user_root, "alpha-tools", marks, tools=("same_tool",))
     k = make_kernel()
     assert k.tools.get("same_tool").plugin == "alpha-tools"

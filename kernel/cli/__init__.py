@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.kernel import Kernel, PluginInfo
 from ..core.log import shown
+from ..core.records import DISABLE_VARIABLE, NO_PLUGINS_VARIABLE
 from ..core.safe_yaml import DataRefused, load_json
 from . import chat, doctor, gateway, hooks, install, logs
 from . import plugins as plugins_group
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = _take_run_options(list(sys.argv[1:] if argv is None else argv))
     parser, commands = _parser()
     kernel: Kernel | None = None
     first = next((a for a in argv if not a.startswith("-")), None)
@@ -128,10 +129,50 @@ def _run_plugin_command(command: CliCommand, args: argparse.Namespace) -> int:
     return result if isinstance(result, int) and not isinstance(result, bool) else 0
 
 
+def _take_run_options(argv: list[str]) -> list[str]:
+    """Apply and remove the options that switch plugins off for this run, wherever they stand:
+    ``--disable NAME`` (repeatable, or ``--disable=a,b``) and ``--no-plugins``, as
+    ``HERMES_DISABLE_PLUGINS`` / ``HERMES_NO_PLUGINS`` (so that every kernel of the run sees them)."""
+    rest: list[str] = []
+    names: list[str] = []
+    args = iter(argv)
+    for arg in args:
+        if arg == "--":
+            rest.append(arg)
+            rest.extend(args)
+            break
+        if arg == "--no-plugins":
+            os.environ[NO_PLUGINS_VARIABLE] = "1"
+        elif arg == "--disable":
+            value = next(args, None)
+            if value is None:
+                print("hermes-kernel: error: --disable needs a plugin name", file=sys.stderr)
+                raise SystemExit(2)
+            names.append(value)
+        elif arg.startswith("--disable="):
+            names.append(arg.partition("=")[2])
+        else:
+            rest.append(arg)
+    if names:
+        given = [n for n in os.environ.get(DISABLE_VARIABLE, "").split(",") if n.strip()]
+        os.environ[DISABLE_VARIABLE] = ",".join([*given, *names])
+    return rest
+
+
 def _parser() -> tuple[argparse.ArgumentParser, Any]:
     parser = argparse.ArgumentParser(
         prog="hermes-kernel",
         description="A plugin kernel for AI agents, compatible with Hermes Agent plugins.",
+    )
+    # Taken out of the command line before parsing (see _take_run_options); listed here for --help.
+    parser.add_argument(
+        "--disable",
+        metavar="NAME",
+        action="append",
+        help="switch plugin NAME off for this run (repeatable; also HERMES_DISABLE_PLUGINS=a,b)",
+    )
+    parser.add_argument(
+        "--no-plugins", action="store_true", help="load no plugin for this run (also HERMES_NO_PLUGINS=1)"
     )
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
 

@@ -29,6 +29,7 @@ def loaded_kernel(home: str | None = None) -> Kernel:
 
 DISABLED_BY_CONFIG = "disabled via config"
 NOT_ENABLED = "not enabled in config"  # kernel.core.records.NOT_ENABLED, without importing the core
+DISABLED_FOR_RUN = "disabled for this run"  # kernel.core.records.DISABLED_FOR_RUN
 TIERS = {0: "tryfirst", 1: "normal", 2: "trylast", 3: "config"}
 
 
@@ -138,7 +139,7 @@ def plugin_status(info: PluginInfo) -> str:
     if info.enabled:
         return "enabled (deferred: imported on the first provider lookup)" if info.deferred else "enabled"
     error = info.error or ""
-    if error.startswith(DISABLED_BY_CONFIG):
+    if error.startswith((DISABLED_BY_CONFIG, DISABLED_FOR_RUN)):
         return "disabled"
     if error.startswith(NOT_ENABLED):
         return "not enabled"

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .common import DISABLED_BY_CONFIG, NOT_ENABLED, dump_json, manifest_at
+from .common import DISABLED_BY_CONFIG, DISABLED_FOR_RUN, NOT_ENABLED, dump_json, manifest_at
 
 if TYPE_CHECKING:
     from ..core.kernel import Kernel, PluginInfo
@@ -123,6 +123,9 @@ def diagnose(kernel: Kernel, environ: dict[str, str]) -> list[Finding]:
                     f"hermes-kernel plugins enable {info.name}",
                 )
             )
+            continue
+        if error.startswith(DISABLED_FOR_RUN):
+            findings.append(Finding("info", "plugin", subject, error, "run without --disable / --no-plugins"))
             continue
         if error.startswith(DISABLED_BY_CONFIG):
             findings.append(

@@ -27,7 +27,16 @@ from .loading import Loader, _file_dir, _gc_paused, _source_dir
 from .log import KernelLogging
 from .markers import __version__
 from .plugin_manager import KernelPluginManager, PluginError
-from .records import BLOCKED, SOURCE_RANK, Choice, PluginInfo, _Record
+from .records import (
+    BLOCKED,
+    NOT_ENABLED,
+    RUN_CHOICE_VARIABLES,
+    SOURCE_RANK,
+    Choice,
+    PluginInfo,
+    _Record,
+    run_choice,
+)
 from .services import Service, ServiceManager
 
 #: Where the entry points of the installed distributions are remembered (see discovery.scan_entry_points).
@@ -227,7 +236,7 @@ class Kernel(Loader):
             elif record.is_model_provider:
                 record.enabled = record.deferred = True
                 rows.append((record.info(), "current"))
-            elif old is not None and _same_plugin(old, record):
+            elif old is not None and _same_plugin(old, record) and not _was_skipped(old):
                 rows.append((_info_from(old, record), "last load"))
             else:
                 rows.append((record.info(), "unknown"))
@@ -272,7 +281,8 @@ class Kernel(Loader):
         # What makes a service join at load() (a folder of the home, a variable) changes the outcome too.
         trees.extend(state.tree_signature(self.home / path) for path in self._services.paths())
         service_env = [os.environ.get(n) or dotenv.get(n) for n in self._services.env_names()]
-        return state.fingerprint([__version__, self.config, present, candidates, trees, service_env])
+        for_run = [self.environ.get(n) for n in RUN_CHOICE_VARIABLES]
+        return state.fingerprint([__version__, self.config, present, candidates, trees, service_env, for_run])
 
     def shutdown(self) -> None:
         """Unregister everything and release the kernel's resources; idempotent.
@@ -519,6 +529,7 @@ class Kernel(Loader):
                 self._config_problem(f"config.yaml: 'plugins.{key}' must be a list of plugin names; ignored")
                 continue
             setattr(choice, key, set(value))
+        choice.for_run, choice.none = run_choice(self.environ)
         return choice
 
     # -- internals: k.pm -------------------------------------------------------
@@ -669,6 +680,15 @@ def _same_plugin(old: dict[str, Any], record: _Record) -> bool:
     return old.get("source") == record.source and old.get("path") == (
         str(record.path) if record.path else None
     )
+
+
+def _was_skipped(old: dict[str, Any]) -> bool:
+    """Whether the last load did not import the plugin (disabled, not enabled, blocked, missing
+    variables): that says nothing of what importing it does."""
+    error = old.get("error")
+    if not isinstance(error, str) or old.get("enabled"):
+        return False
+    return error.startswith(("disabled", NOT_ENABLED, BLOCKED)) or "(missing: " in error
 
 
 def _info_from(old: dict[str, Any], record: _Record) -> PluginInfo:

@@ -25,7 +25,17 @@ from .discovery import Candidate
 from .hooks import describe, plugin_order, propagates, safe_text
 from .markers import PROJECT_NAME
 from .plugin_manager import PluginError, PluginHandle
-from .records import BLOCKED, SOURCE_RANK, Choice, SurfaceError, _Record, not_enabled_error
+from .records import (
+    BLOCKED,
+    DISABLE_VARIABLE,
+    DISABLED_FOR_RUN,
+    NO_PLUGINS_VARIABLE,
+    SOURCE_RANK,
+    Choice,
+    SurfaceError,
+    _Record,
+    not_enabled_error,
+)
 
 if TYPE_CHECKING:
     pass
@@ -94,6 +104,11 @@ class Loader:
         manifest = record.manifest
         if self.pm.is_blocked(record.name):
             return BLOCKED, []
+        names = {record.name} | ({manifest.name} if manifest is not None else set())
+        if choice.none:
+            return f"{DISABLED_FOR_RUN} (--no-plugins / {NO_PLUGINS_VARIABLE})", []
+        if names & choice.for_run:
+            return f"{DISABLED_FOR_RUN} (--disable / {DISABLE_VARIABLE})", []
         if record.name in choice or (manifest is not None and manifest.name in choice):
             return "disabled via config (plugins.disabled)", []
         if choice.unlisted(record):

@@ -26,6 +26,9 @@ class Choice:
 
     disabled: set[str]
     enabled: set[str] | None
+    # Off for this run only: ``HERMES_DISABLE_PLUGINS`` (the CLI's ``--disable``), ``HERMES_NO_PLUGINS``.
+    for_run: set[str] = field(default_factory=set)
+    none: bool = False
 
     def unlisted(self, record: _Record) -> bool:
         """Whether an allow-list is set and does not list ``record``'s plugin (by key or manifest name).
@@ -48,6 +51,21 @@ class Choice:
 
     def __contains__(self, name: object) -> bool:
         return name in self.disabled
+
+
+# The variables that switch plugins off for one run (the CLI's --disable NAME and --no-plugins set them).
+DISABLE_VARIABLE = "HERMES_DISABLE_PLUGINS"
+NO_PLUGINS_VARIABLE = "HERMES_NO_PLUGINS"
+RUN_CHOICE_VARIABLES = (DISABLE_VARIABLE, NO_PLUGINS_VARIABLE)
+DISABLED_FOR_RUN = "disabled for this run"
+
+
+def run_choice(environ: Any) -> tuple[set[str], bool]:
+    """The plugins switched off for this run (``HERMES_DISABLE_PLUGINS=a,b``) and whether all are
+    (``HERMES_NO_PLUGINS`` set to anything but ``""``/``0``/``false``/``no``/``off``)."""
+    names = {n.strip() for n in str(environ.get(DISABLE_VARIABLE) or "").split(",") if n.strip()}
+    flag = str(environ.get(NO_PLUGINS_VARIABLE) or "").strip().lower()
+    return names, flag not in ("", "0", "false", "no", "off")
 
 
 def not_enabled_error(key: str) -> str:

@@ -62,6 +62,8 @@ class Tool:
     emoji: str = ""
     # Registered with override=True; the tool it set aside, restored when it goes.
     override: bool = False
+    # Registered by a bundled plugin: a plugin of the user's providing the same tool takes it over.
+    bundled: bool = False
     replaced: Tool | None = field(default=None, repr=False)
     call: Callable[..., Any] = field(init=False, repr=False)
     # Why the kernel took it out of service (a handler that broke the rules), if it did.
@@ -243,11 +245,21 @@ class ToolRegistry:
             raise ToolRegistrationError(f"tool '{name}': check_fn must be callable or None")
         envs = _env_names(name, requires_env)
         bare, warnings = normalize_schema(name, schema)
+        owner = self._kernel._records.get(plugin)
+        bundled = owner is not None and owner.source == "bundled"
         with self._lock:
             existing = self._tools.get(name)
-            # Beneath a tool that took its name over (override=True), a tool waits for it to go.
-            beneath = existing is not None and existing.override and not override
-            if existing is not None and (existing.plugin == plugin or not (override or beneath)):
+            # A bundled plugin's tool yields to one of the user's (or an installed package's), and a tool
+            # waits beneath one that took its name over (override=True), until it goes.
+            takes_over = existing is not None and existing.bundled and not bundled
+            beneath = (
+                existing is not None
+                and not override
+                and (existing.override or (bundled and not existing.bundled))
+            )
+            if existing is not None and (
+                existing.plugin == plugin or not (override or beneath or takes_over)
+            ):
                 raise ToolConflict(name, existing.plugin, plugin)
             keeper = RESERVED_TOOLS.get(name)
             if keeper is not None and plugin != keeper:
@@ -264,6 +276,7 @@ class ToolRegistry:
                 description=description or bare.get("description", ""),
                 emoji=emoji,
                 override=bool(override),
+                bundled=bundled,
             )
             if beneath:
                 while existing.replaced is not None:

@@ -76,9 +76,9 @@ class Context:
             self._kernel.log.warning("tool_schema", plugin=record.name, detail=warning)
         records, active = self._kernel._records, self._kernel.tools.get(tool.name)
         if active is not tool and active is not None:
-            _note_override(self._kernel, records.get(active.plugin), record, tool.name, self._undo)
+            _note_override(self._kernel, active, records.get(active.plugin), record, self._undo)
         elif tool.replaced is not None:
-            _note_override(self._kernel, record, records.get(tool.replaced.plugin), tool.name, self._undo)
+            _note_override(self._kernel, tool, record, records.get(tool.replaced.plugin), self._undo)
         record.tools.append(tool.name)
         self._undo.append(lambda: self._kernel.tools.unregister(tool.name, record.name))
         self._undo.append(lambda: record.tools.remove(tool.name))
@@ -129,23 +129,28 @@ def _override_allowed(kernel: Kernel, record: _Record) -> bool:
 
 
 def _note_override(
-    kernel: Kernel, winner: _Record | None, loser: _Record | None, name: str, undo: list[Callable[[], Any]]
+    kernel: Kernel, tool: Any, winner: _Record | None, loser: _Record | None, undo: list[Callable[[], Any]]
 ) -> None:
-    """Note on both plugins that ``winner``'s tool ``name`` (override=True) stands over ``loser``'s."""
+    """Note on both plugins that ``winner``'s ``tool`` stands over ``loser``'s tool of the same name."""
     if winner is None or loser is None:
         return
-    for target, note in ((winner, _overrides(name, loser.name)), (loser, _overridden(name, winner.name))):
+    notes = ((winner, _overrides(tool, loser.name)), (loser, _overridden(tool, winner.name)))
+    for target, note in notes:
         target.warnings.append(note)
         undo.append(lambda target=target, note=note: note in target.warnings and target.warnings.remove(note))
-    kernel.log.info("tool_overridden", tool=name, plugin=winner.name, owner=loser.name)
+    kernel.log.info("tool_overridden", tool=tool.name, plugin=winner.name, owner=loser.name, why=_why(tool))
 
 
-def _overrides(name: str, loser: str) -> str:
-    return f"tool '{name}' overrides the one plugin '{loser}' registered (override=True)"
+def _why(tool: Any) -> str:
+    return "override=True" if tool.override else "a bundled plugin's tool gives way to yours"
 
 
-def _overridden(name: str, winner: str) -> str:
-    return f"tool '{name}' is overridden by plugin '{winner}' (override=True)"
+def _overrides(tool: Any, loser: str) -> str:
+    return f"tool '{tool.name}' overrides the one plugin '{loser}' registered ({_why(tool)})"
+
+
+def _overridden(tool: Any, winner: str) -> str:
+    return f"tool '{tool.name}' is overridden by plugin '{winner}' ({_why(tool)})"
 
 
 def _drop_note(record: _Record | None, note: str) -> None:
@@ -164,8 +169,8 @@ def service_plugin_unloaded(kernel: Kernel, record: _Record) -> None:
     for name in record.tools:
         tool = kernel.tools.get(name)
         if tool is not None and tool.plugin == record.name and tool.replaced is not None:
-            _drop_note(kernel._records.get(tool.replaced.plugin), _overridden(name, record.name))
-        elif tool is not None and tool.override and tool.plugin != record.name:
-            _drop_note(kernel._records.get(tool.plugin), _overrides(name, record.name))
+            _drop_note(kernel._records.get(tool.replaced.plugin), _overridden(tool, record.name))
+        elif tool is not None and tool.plugin != record.name:  # this plugin's tool waited beneath it
+            _drop_note(kernel._records.get(tool.plugin), _overrides(tool, record.name))
         kernel.tools.unregister(name, record.name)
     kernel.middleware.remove_plugin(record.name)
