@@ -4,12 +4,21 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-# What the tests use beyond Python: espeak-ng (speech), ngircd and openssl (the IRC adapter and
-# its TLS test), from Debian's packages, and the reference MCP filesystem server, from the npm registry (pinned).
+# What the tests use beyond Python, all inside .venv: the reference MCP filesystem server, from the npm
+# registry (pinned), and espeak-ng (speech) and ngircd (the IRC adapter), from Debian's packages.
 NODE_DIR := $(VENV)/node
 MCP_FS   := $(NODE_DIR)/node_modules/@modelcontextprotocol/server-filesystem/package.json
 MCP_FS_VERSION := 2026.8.31
-APT_GET  := $(shell [ "$$(id -u)" = 0 ] || echo sudo) apt-get
+# The Debian packages, with the libraries only they use: fetched with `apt-get download` (copied from apt's
+# own cache when it has the same file) and unpacked with `dpkg -x` into .venv/debs. No root, nothing
+# installed system-wide, no maintainer script run, no service enabled or started. Anything else they need
+# that this machine lacks (what `apt-get --simulate install` would add) is unpacked there too.
+# .venv/debs/bin has wrappers that run DEBS_BINS with the libraries and data unpacked beside them.
+DEBS_DIR   := $(VENV)/debs
+DEBS       := espeak-ng libespeak-ng1 espeak-ng-data libpcaudio0 libsonic0 ngircd libident
+DEBS_BINS  := usr/bin/espeak-ng usr/sbin/ngircd
+DEBS_STAMP := $(DEBS_DIR)/.installed
+APT_ARCHIVES := /var/cache/apt/archives
 # Published Hermes plugins for tests/compat (pinned in tests/compat/requirements.txt).
 COMPAT_SITE := $(VENV)/compat-site
 COMPAT_REQS := tests/compat/requirements.txt
@@ -23,6 +32,9 @@ HERMES_AGENT_VERSION := 0.19.0
 
 .PHONY: run test test-deps bench bench-peers lint clean
 
+# pip's download cache stays in the project's folder too.
+export PIP_CACHE_DIR := $(abspath $(VENV))/pip-cache
+
 # Re-install when the project metadata changes.
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -33,21 +45,76 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(VENV)/bin/hermes-kernel demo
 
-test: $(STAMP) test-deps
+test: $(STAMP) test-deps docs
 	$(PY) -m pytest -q
 
-test-deps: $(MCP_FS) $(COMPAT_SITE)/.installed $(LINT_SITE)/.installed
-	@missing=""; \
-	command -v espeak-ng >/dev/null 2>&1 || missing="$$missing espeak-ng"; \
-	[ -x /usr/sbin/ngircd ] || command -v ngircd >/dev/null 2>&1 || missing="$$missing ngircd"; \
-	command -v openssl >/dev/null 2>&1 || missing="$$missing openssl"; \
-	if [ -n "$$missing" ]; then \
-		$(APT_GET) install -y --no-install-recommends $$missing \
-		|| { $(APT_GET) update && $(APT_GET) install -y --no-install-recommends $$missing; }; \
-	fi
+# The documentation site (mkdocs.yml) into site/, strictly: a broken link or anchor, a page left out of the nav
+# or a docstring mkdocstrings cannot render fails the build (not --quiet: it would hide the warnings that
+# fail it). It needs no network: no web fonts, no CDN.
+.PHONY: docs
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir site
+
+test-deps: $(MCP_FS) $(COMPAT_SITE)/.installed $(LINT_SITE)/.installed $(DEBS_STAMP)
+
+# Fetched again when DEBS changes (the stamp holds the list it was made from).
+ifneq ($(strip $(DEBS)),$(strip $(shell cat $(DEBS_STAMP) 2>/dev/null)))
+.PHONY: $(DEBS_STAMP)
+endif
+
+# Built in $(DEBS_DIR).new, which replaces $(DEBS_DIR) once every program runs. Without apt's package
+# lists (a fresh container), Debian's are read into a folder of the build, not /var/lib/apt/lists.
+$(DEBS_STAMP):
+	rm -rf $(DEBS_DIR).new
+	mkdir -p $(DEBS_DIR).new/archives $(DEBS_DIR).new/bin
+	set -e; cd $(DEBS_DIR).new/archives; \
+	opts="-q -o APT::Sandbox::User=$$(id -un)"; \
+	if ! apt-get $$opts download --print-uris $(DEBS) >/dev/null 2>&1; then \
+		echo "apt has no lists of Debian's packages: reading them into $(DEBS_DIR).new/apt"; \
+		mkdir -p ../apt/lists/partial ../apt/cache/archives/partial; \
+		opts="$$opts -o Dir::State::Lists=$$PWD/../apt/lists -o Dir::Cache=$$PWD/../apt/cache"; \
+		apt-get $$opts update; \
+	fi; \
+	if plan=$$(apt-get $$opts --simulate --no-install-recommends install $(DEBS) 2>&1); then \
+		extra=$$(echo "$$plan" | awk '$$1 == "Inst" {print $$2}' | grep -vxF "$$(printf '%s\n' $(DEBS))" || true); \
+	else \
+		echo "apt-get --simulate cannot say what else they need here; unpacking $(DEBS) alone:"; \
+		echo "$$plan" | tail -n 3; extra=; \
+	fi; \
+	[ -z "$$extra" ] || echo "also unpacked, missing on this machine:" $$extra; \
+	apt-get $$opts download --print-uris $(DEBS) $$extra | tr -d "'" | while read -r uri file size sum; do \
+		cached=$(APT_ARCHIVES)/$$file; \
+		if [ -f "$$cached" ] && [ "$$(sha256sum < "$$cached" | cut -d' ' -f1)" = "$${sum#SHA256:}" ]; then \
+			cp "$$cached" .; \
+		else \
+			echo "$${file%%_*}"; \
+		fi; \
+	done > ../to-download; \
+	[ ! -s ../to-download ] || apt-get $$opts download $$(cat ../to-download); \
+	for deb in *.deb; do dpkg -x "$$deb" ..; done
+	set -e; cd $(DEBS_DIR).new; \
+	libs=$$(find . -name '*.so*' \( -type f -o -type l \) -printf '%h\n' | sort -u | sed 's|^\.|$$debs|' | paste -sd:); \
+	data=$$(find . -path '*/espeak-ng-data/phontab' -printf '%h\n' | sed 's|^\.|$$debs|; s|/[^/]*$$||' | head -n1); \
+	for bin in $(DEBS_BINS); do \
+		wrapper=bin/$${bin##*/}; \
+		{ echo '#!/bin/sh'; \
+		  echo "# Written by make test-deps: runs $$bin, unpacked here, with the libraries and data beside it."; \
+		  echo 'debs=$$(cd "$$(dirname "$$0")/.." && pwd)'; \
+		  echo "export LD_LIBRARY_PATH=$$libs\$${LD_LIBRARY_PATH:+:\$$LD_LIBRARY_PATH}"; \
+		  echo "export ESPEAK_DATA_PATH=$$data"; \
+		  echo "exec \"\$$debs/$$bin\" \"\$$@\""; } > $$wrapper; \
+		chmod +x $$wrapper; \
+		err=$$($$wrapper --version 2>&1 >/dev/null) && [ -z "$$err" ] \
+			|| { echo "$$wrapper --version failed: $$err"; exit 1; }; \
+	done; \
+	rm -rf archives apt to-download; \
+	echo "$(DEBS)" > .installed
+	rm -rf $(DEBS_DIR)
+	mv $(DEBS_DIR).new $(DEBS_DIR)
+	@echo "unpacked into $(DEBS_DIR) ($$(du -sh $(DEBS_DIR) | cut -f1)): $(DEBS)"
 
 $(MCP_FS): | $(STAMP)
-	npm install --prefix $(NODE_DIR) --no-audit --no-fund --silent \
+	npm install --prefix $(NODE_DIR) --cache $(VENV)/npm-cache --no-audit --no-fund --silent \
 		@modelcontextprotocol/server-filesystem@$(MCP_FS_VERSION)
 
 $(COMPAT_SITE)/.installed: $(COMPAT_REQS) | $(STAMP)
@@ -76,4 +143,4 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check kernel extensions tests
 
 clean:
-	rm -rf $(VENV) $(PEERS) build dist .pytest_cache
+	rm -rf $(VENV) $(PEERS) build dist .pytest_cache site

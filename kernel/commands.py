@@ -270,6 +270,7 @@ CLI_BUILTINS = frozenset(
         "config",
         "help",
         "version",
+        "completion",
     }
 )
 

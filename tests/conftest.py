@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -19,6 +20,27 @@ import yaml
 from kernel import Kernel
 
 REPO = Path(__file__).resolve().parent.parent
+
+#: The Debian packages the tests run (espeak-ng, ngircd), unpacked here by ``make test-deps``
+#: (``apt-get download`` + ``dpkg -x``: nothing installed outside the project's folder).
+DEBS = REPO / ".venv" / "debs"
+#: Wrappers that run the unpacked programs with the libraries and data unpacked beside them.
+DEBS_BIN = DEBS / "bin"
+
+# First on PATH, for the tests and for every program they start (the commands of a config.yaml, the
+# examples of the docs): the unpacked programs win over the system's, which remain the fallback.
+if DEBS_BIN.is_dir():
+    _path = [d for d in os.environ.get("PATH", os.defpath).split(os.pathsep) if d != str(DEBS_BIN)]
+    os.environ["PATH"] = os.pathsep.join([str(DEBS_BIN), *_path])
+
+
+def find_program(name: str) -> str | None:
+    """Where ``name`` is: the copy ``make test-deps`` unpacked in ``.venv/debs``, else the system's
+    (``PATH``, then ``/usr/sbin`` and ``/sbin``, where Debian puts servers such as ngircd); ``None`` if
+    neither has it."""
+    path = os.pathsep.join([str(DEBS_BIN), os.environ.get("PATH", os.defpath), "/usr/sbin", "/sbin"])
+    return shutil.which(name, path=path)
+
 
 _ENV_TO_CLEAR = (
     "HERMES_HOME",

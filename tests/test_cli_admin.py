@@ -481,7 +481,13 @@ def test_install_a_directory(home, env, tmp_path):
     ]
     entry = listing(env)["weather"]
     assert entry["enabled"] is True and entry["tools"] == ["forecast"] and entry["source"] == "user"
-    assert sorted(p.name for p in (home / "plugins").iterdir()) == ["weather"]  # no staging left
+    # No staging left; the install record (and its lock) beside the plugin.
+    names = sorted(p.name for p in (home / "plugins").iterdir())
+    assert names == [".installs.json", ".installs.json.lock", "weather"]
+    installs = json.loads((home / "plugins" / ".installs.json").read_text(encoding="utf-8"))
+    record = installs["plugins"]["weather"]
+    assert record["kind"] == "dir" and record["path"] == str(src.resolve()) and record["version"] == "1.0.0"
+    assert sorted(record["files"]) == ["README.md", "__init__.py", "helpers/util.py", "plugin.yaml"]
 
 
 def test_install_refuses_to_overwrite_without_force(home, env, tmp_path):
@@ -494,7 +500,8 @@ def test_install_refuses_to_overwrite_without_force(home, env, tmp_path):
     result = ok(run(env, "plugins", "install", str(newer), "--no-input", "--force"))
     assert "replaced" in result.stdout
     assert listing(env)["weather"]["version"] == "2.0.0"
-    assert sorted(p.name for p in (home / "plugins").iterdir()) == ["weather"]
+    names = [p.name for p in (home / "plugins").iterdir() if not p.name.startswith(".installs.json")]
+    assert names == ["weather"]
 
 
 def test_install_with_another_directory_name(home, env, tmp_path):
@@ -667,6 +674,176 @@ def test_secret_answers_are_hidden_on_a_terminal(home, env, tmp_path):
     assert dotenv_values(home / ".env") == {"HK_SHOWN": "visible-answer", "HK_HIDDEN": "hidden-answer"}
 
 
+# --------------------------------------------------------------------------- plugins install: what it says
+
+
+def tools_by_plugin(env: dict[str, str], **extra: str) -> dict[str, str]:
+    """Each registered tool's plugin, as ``tools list --json`` shows them."""
+    rows = json.loads(ok(run(env, "tools", "list", "--json", **extra)).stdout)
+    return {r["function"]["name"]: r["plugin"] for r in rows}
+
+
+@pytest.mark.parametrize(
+    ("config", "requires", "says", "enabled"),
+    [
+        ({}, [], "'weather' is enabled: it runs from the next start", True),
+        (
+            {"plugins": {"disabled": ["weather"]}},
+            [],
+            "'weather' is disabled: plugins.disabled in {home}/config.yaml lists it; "
+            "turn it on with: hermes-kernel plugins enable weather",
+            False,
+        ),
+        (
+            {"plugins": {"enabled": ["something-else"]}},
+            [],
+            "'weather' does not run: {home}/config.yaml has a plugins.enabled list (only the plugins it "
+            "names run) without it; add it with: hermes-kernel plugins enable weather",
+            False,
+        ),
+        (
+            {},
+            ["HK_WEATHER_KEY"],
+            "'weather' stays disabled until its variables are set: still missing: HK_WEATHER_KEY; add them "
+            "to {home}/.env (or the environment) and it runs from the next start",
+            False,
+        ),
+        (
+            {"plugins": {"disabled": ["weather"]}},
+            ["HK_WEATHER_KEY"],
+            "'weather' is disabled: plugins.disabled in {home}/config.yaml lists it; turn it on with: "
+            "hermes-kernel plugins enable weather; it also needs HK_WEATHER_KEY (not set; add them to "
+            "{home}/.env)",
+            False,
+        ),
+    ],
+    ids=["enabled", "disabled-by-config", "not-in-allow-list", "missing-env", "disabled-and-missing-env"],
+)
+def test_install_says_one_true_thing_about_whether_the_plugin_runs(
+    home, env, tmp_path, config, requires, says, enabled
+):
+    if config:
+        write_config(home, config)
+    src = make_source(tmp_path / "src", requires_env=requires)
+    result = ok(run(env, "plugins", "install", str(src), "--no-input"))
+    assert says.format(home=home) in result.stdout
+    lines = result.stdout.splitlines()
+    # Exactly one sentence on whether it runs, and it agrees with what the kernel then does.
+    assert len([line for line in lines if line.startswith("'weather' ")]) == 1
+    assert ("is enabled" in result.stdout) is enabled
+    assert "stays disabled" not in result.stdout or not enabled
+    assert listing(env)["weather"]["enabled"] is enabled
+
+
+def test_install_onto_an_existing_directory_names_the_command_to_use(home, env, tmp_path):
+    write_plugin(home / "plugins", "weather", manifest={"name": "weather"})  # made by hand
+    src = make_source(tmp_path / "src")
+    result = failed(run(env, "plugins", "install", str(src), "--no-input"))
+    dest = home / "plugins" / "weather"
+    assert f"{dest} already exists (a plugin that 'plugins install' did not install)" in result.stderr
+    assert f"to replace it with {src}: hermes-kernel plugins install {src} --force" in result.stderr
+    assert "plugins update" not in result.stderr
+
+    ok(run(env, "plugins", "install", str(src), "--no-input", "--force"))
+    result = failed(run(env, "plugins", "install", str(src), "--no-input", "--name", "weather"))
+    assert f"'weather' is already installed at {dest} (from {src.resolve()})" in result.stderr
+    assert "to fetch its newest version: hermes-kernel plugins update weather" in result.stderr
+    assert f"hermes-kernel plugins install {src} --name weather --force" in result.stderr
+
+
+def test_install_warns_about_tools_another_user_plugin_keeps(home, env, tmp_path):
+    first = tool_plugin(tmp_path / "first", "a-calc", "calculate")
+    second = tool_plugin(tmp_path / "second", "b-calc", "calculate")
+    ok(run(env, "plugins", "install", str(first), "--no-input"))
+    result = ok(run(env, "plugins", "install", str(second), "--no-input"))
+    assert (
+        "warning: installed 'b-calc'; its tool calculate is provided by the user plugin 'a-calc', which "
+        "keeps it: the kernel refused the installed plugin's (to let 'b-calc' have it: hermes-kernel plugins "
+        "disable a-calc)"
+    ) in result.stderr
+    assert "'b-calc' is enabled" in result.stdout  # the rest of it runs
+    assert tools_by_plugin(env)["calculate"] == "a-calc"  # what the warning said
+
+
+SEED_CALCULATOR = """
+import json
+
+SCHEMA = {"description": "Evaluate.", "parameters": {"type": "object", "properties": {}}}
+
+def register(ctx):
+    ctx.register_tool("calculate", "calc", SCHEMA, lambda args, **kw: json.dumps({"by": "seed"}))
+    ctx.register_tool("unit_convert", "calc", SCHEMA, lambda args, **kw: json.dumps({"by": "seed"}))
+"""
+
+
+@pytest.mark.parametrize("how", ["directory", "pip"])
+def test_install_says_it_takes_the_bundled_calculators_tools_over(home, tmp_path, how):
+    """The seed's calculator, installed beside the real bundled one: the install says, on stderr and
+    with exit status 0, which tools the bundled plugin also provides and who has them from now on."""
+    from conftest import REPO
+
+    env = cli_env(home, HERMES_BUNDLED_PLUGINS=str(REPO / "extensions"))
+    extra: dict[str, str] = {}
+    if how == "directory":
+        src = write_plugin(
+            tmp_path / "src",
+            "calculator-seed",
+            SEED_CALCULATOR,
+            {"name": "calculator-seed", "provides_tools": ["calculate", "unit_convert"]},
+        )
+        result = ok(run(env, "plugins", "install", str(src), "--no-input"))
+    else:
+        project = tmp_path / "project"
+        (project / "calculator_seed").mkdir(parents=True)
+        (project / "calculator_seed" / "__init__.py").write_text(SEED_CALCULATOR, encoding="utf-8")
+        (project / "pyproject.toml").write_text(
+            '[build-system]\nrequires = ["hatchling"]\nbuild-backend = "hatchling.build"\n\n'
+            '[project]\nname = "calculator-seed"\nversion = "1.0"\n\n'
+            '[project.entry-points."hermes_agent.plugins"]\ncalculator-seed = "calculator_seed"\n',
+            encoding="utf-8",
+        )
+        target = tmp_path / "site"
+        result = ok(
+            run(env, "plugins", "install", str(project), f"--pip-arg=--target={target}", *PIP_OFFLINE)
+        )
+        extra = {"PYTHONPATH": str(target)}
+    assert (
+        "warning: installed 'calculator-seed'; its tools calculate, unit_convert are provided by the bundled "
+        "plugin 'calculator' too; the installed plugin takes them over from the next start"
+    ) in result.stderr
+    owners = tools_by_plugin(env, **extra)
+    assert owners["calculate"] == owners["unit_convert"] == "calculator-seed"
+
+
+def test_install_of_a_plugin_that_fails_to_load_warns_on_stderr(home, env, tmp_path):
+    src = write_plugin(
+        tmp_path / "src",
+        "broken",
+        "def register(ctx):\n    raise RuntimeError('no luck')\n",
+        {"name": "broken"},
+    )
+    result = ok(run(env, "plugins", "install", str(src), "--no-input"))
+    assert "installed plugin 'broken'" in result.stdout
+    assert "warning: 'broken' fails to load:" in result.stderr and "no luck" in result.stderr
+    assert "is enabled" not in result.stdout
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["plugins", "install", "--help"],
+        ["plugins", "update", "--help"],
+        ["plugins", "remove", "--help"],
+        ["plugins", "info", "--help"],
+        ["plugins", "enable", "--help"],
+        ["plugins", "disable", "--help"],
+    ],
+)
+def test_plugin_management_help_is_plain_text(env, argv):
+    text = ok(run(env, *argv)).stdout
+    assert "`" not in text, text
+
+
 # --------------------------------------------------------------------------- plugins install: git
 
 
@@ -778,9 +955,10 @@ def test_install_a_pip_package_with_an_entry_point(home, env, tmp_path):
     assert entry["source"] == "entrypoint" and entry["enabled"] is True
     assert entry["tools"] == ["hk_pip_plugin_tool"]
 
-    refused = failed(run(env, "plugins", "remove", "pipplug", "--yes", PYTHONPATH=str(target)))
-    assert "hk-pip-plugin" in refused.stderr and "pip uninstall" in refused.stderr
-    assert (target / "hk_pip_plugin").is_dir()
+    # plugins install put the package there (recorded), so plugins remove uninstalls it.
+    removed = ok(run(env, "plugins", "remove", "pipplug", "--yes", PYTHONPATH=str(target)))
+    assert f"uninstalled package hk-pip-plugin 0.4.2 (plugin(s) 'pipplug') from {target}" in removed.stdout
+    assert not (target / "hk_pip_plugin").exists() and list(target.iterdir()) == []
 
 
 def test_a_pip_package_without_an_entry_point_is_reported(home, env, tmp_path):
@@ -1024,7 +1202,7 @@ def test_logs_follow_prints_new_lines_until_ctrl_c(home, env):
             proc.kill()
             proc.wait()
     shown = seen.decode() + out.decode()
-    assert proc.returncode == 0, err.decode()
+    assert proc.returncode == 130, err.decode()
     assert "Traceback" not in err.decode()
     assert "quiet_record" not in shown
     assert shown.index("first_record") < shown.index("loud_record") < shown.index("after_rotation")

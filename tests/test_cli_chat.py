@@ -661,3 +661,35 @@ def test_chat_compress_lets_the_memory_speak_first(home):
     assert proc.returncode == 0, proc.stderr
     assert "Compressed the conversation with 'compressor'" in proc.stdout
     assert int((home / "pre_compress.txt").read_text()) >= 3
+
+
+ECHOER = """
+def register(ctx):
+    ctx.register_command("echo", lambda args: "echo: " + args, description="Echo the arguments")
+"""
+
+
+def test_chat_in_a_terminal_completes_slash_commands_and_their_arguments(home):
+    """Tab completes the host's and plugins' slash commands, and /model's argument from the model
+    names of the configured provider (here the configured one)."""
+    write_home(home, SCRIPT, model={"provider": "scripted", "script": "script.yaml", "model": "replay-one"})
+    write_plugin(home / "plugins", "echoer", ECHOER)
+    term = Terminal(home)
+    try:
+        term.expect("you> ")
+        term.send(b"/he\t")
+        term.expect("/help ")  # completed, and the word ended
+        term.send(b"\r")
+        in_order(term.expect("you> "), "Commands:", "/echo — Echo the arguments")
+        term.send(b"/ec\thi there\r")  # a plugin's command
+        term.expect("echo: hi there")
+        term.expect("you> ")
+        term.send(b"/model rep\t\r")
+        term.expect("Model is now scripted / replay-one")
+        term.expect("you> ")
+        term.send(b"/quit\r")
+        term.expect("Bye.")
+        assert term.wait() == 0, term.text()
+    finally:
+        term.close()
+    assert "Traceback" not in term.text()

@@ -1,14 +1,21 @@
-"""The documentation stays true: its Python examples run, and the hook reference matches the hookspecs.
+"""The documentation stays true: its Python examples run as a user runs them, the hook reference matches
+the hookspecs, the site's nav lists every page, and docs/cli.md documents every command of the parser.
 
 Convention (also described in docs/index.md): every ```python block in README.md and docs/*.md runs as a
 script in its own sandboxed subprocess, unless the nearest non-blank line above its opening fence is
-``<!-- no-run -->``.  ``<!-- run -->`` marks a block as running explicitly; ``<!-- run: bundled -->`` runs
-it with the checkout's bundled plugins (the calculator) instead of an empty bundled directory.
+``<!-- no-run -->``.  The sandbox is a fresh ``HOME``, ``HERMES_HOME`` and working directory, with the
+checkout's bundled plugins present, as for a user who installed hermes-kernel (``HERMES_BUNDLED_PLUGINS`` is
+unset, so the kernel finds ``extensions/`` itself).  ``<!-- run -->`` marks a block as running explicitly
+(``<!-- run: bundled -->`` is an older spelling of it).  ``<!-- run: isolated: REASON -->`` runs a block
+with an empty bundled directory instead; the reason, saying why the example cannot run beside the bundled
+plugins, is required.
 """
 
 from __future__ import annotations
 
+import argparse
 import ast
+import json
 import os
 import re
 import shlex
@@ -19,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import CLI, REPO, cli_env, run_json
 
 from kernel import Kernel, hookspecs
@@ -29,7 +37,7 @@ DOC_FILES = [*sorted(DOCS.glob("*.md")), README]
 
 FENCE_OPEN = re.compile(r"^```([A-Za-z0-9_+-]*)\s*$")
 FENCE_CLOSE = "```"
-MARKER = re.compile(r"^<!--\s*(no-run|run|run:\s*bundled)\s*-->$")
+MARKER = re.compile(r"^<!--\s*(no-run|run|run:\s*bundled|run:\s*isolated(?::\s*(?P<reason>.*?))?)\s*-->$")
 PLUGIN_FILE_COMMENT = re.compile(r"^# ~/\.hermes/plugins/(\S+)$")
 
 
@@ -47,16 +55,26 @@ class Block:
 
     @property
     def marker(self) -> str | None:
+        """``no-run``, ``run`` or ``isolated`` (``None`` without a marker)."""
         match = MARKER.match(self.above)
-        return re.sub(r"\s+", "", match.group(1)) if match else None
+        if match is None:
+            return None
+        word = re.sub(r"\s+", "", match.group(1)).split(":")[:2]
+        return {"run:bundled": "run", "run:isolated": "isolated"}.get(":".join(word), word[0])
+
+    @property
+    def isolation_reason(self) -> str:
+        """Why an ``isolated`` block cannot run beside the bundled plugins ("" when not given)."""
+        match = MARKER.match(self.above)
+        return (match.group("reason") or "").strip() if match else ""
 
     @property
     def runs(self) -> bool:
         return self.lang == "python" and self.marker != "no-run"
 
     @property
-    def bundled(self) -> bool:
-        return self.marker == "run:bundled"
+    def isolated(self) -> bool:
+        return self.marker == "isolated"
 
 
 def parse_blocks(path: Path) -> list[Block]:
@@ -84,15 +102,35 @@ ALL_BLOCKS = [block for path in DOC_FILES if path.is_file() for block in parse_b
 RUNNABLE = [block for block in ALL_BLOCKS if block.runs]
 
 
-def _sandbox_env(base: Path, bundled: bool) -> dict[str, str]:
+def _sandbox_env(base: Path, isolated: bool = False) -> dict[str, str]:
+    """A user's environment in ``base``: a fresh home, no HERMES_* variable, so the bundled plugins load.
+
+    ``isolated`` points ``HERMES_BUNDLED_PLUGINS`` at an empty directory instead.
+    """
     env = {k: v for k, v in os.environ.items() if not k.startswith("HERMES_")}
-    for name in ("user", "hermes", "bundled"):
+    for name in ("user", "hermes"):
         (base / name).mkdir(parents=True, exist_ok=True)
     env["HOME"] = str(base / "user")
     env["HERMES_HOME"] = str(base / "hermes")
-    env["HERMES_BUNDLED_PLUGINS"] = str(REPO / "extensions" if bundled else base / "bundled")
+    if isolated:
+        (base / "no-bundled").mkdir(exist_ok=True)
+        env["HERMES_BUNDLED_PLUGINS"] = str(base / "no-bundled")
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     return env
+
+
+def _run_script(code: str, base: Path, isolated: bool = False) -> subprocess.CompletedProcess[str]:
+    work = base / "work"
+    work.mkdir(parents=True)
+    script = work / "example.py"
+    script.write_text(code, encoding="utf-8")
+    return subprocess.run(
+        [sys.executable, str(script)],
+        cwd=work,
+        env=_sandbox_env(base, isolated),
+        capture_output=True,
+        text=True,
+    )
 
 
 # --------------------------------------------------------------------------
@@ -102,18 +140,7 @@ def _sandbox_env(base: Path, bundled: bool) -> dict[str, str]:
 
 @pytest.mark.parametrize("block", RUNNABLE, ids=[b.id for b in RUNNABLE])
 def test_example_runs(block: Block, tmp_path: Path) -> None:
-    base = tmp_path / "example"
-    work = base / "work"
-    work.mkdir(parents=True)
-    script = work / "example.py"
-    script.write_text(block.code, encoding="utf-8")
-    proc = subprocess.run(
-        [sys.executable, str(script)],
-        cwd=work,
-        env=_sandbox_env(base, block.bundled),
-        capture_output=True,
-        text=True,
-    )
+    proc = _run_script(block.code, tmp_path / "example", block.isolated)
     assert proc.returncode == 0, (
         f"example {block.id} exited with {proc.returncode}\n--- code ---\n{block.code}"
         f"--- stdout ---\n{proc.stdout}--- stderr ---\n{proc.stderr}"
@@ -124,9 +151,64 @@ def test_markers_are_known() -> None:
     typos = [
         f"{b.id}: {b.above}"
         for b in ALL_BLOCKS
-        if b.above.startswith("<!--") and "run" in b.above and b.marker is None
+        if b.above.startswith("<!--") and ("run" in b.above or "isolated" in b.above) and b.marker is None
     ]
-    assert not typos, f"unrecognised run markers (use no-run, run or run: bundled): {typos}"
+    assert not typos, f"unrecognised run markers (use no-run, run or run: isolated: REASON): {typos}"
+
+
+def test_isolated_examples_say_why() -> None:
+    unexplained = [b.id for b in ALL_BLOCKS if b.isolated and len(b.isolation_reason.split()) < 3]
+    assert not unexplained, (
+        "`<!-- run: isolated: REASON -->` needs a reason (why the bundled plugins are in the way): "
+        f"{unexplained}"
+    )
+
+
+CHECK_BUNDLED = """
+import json
+from kernel import Kernel
+from kernel.core.discovery import bundled_root
+
+with Kernel() as k:
+    k.load()
+    print(json.dumps({"root": str(bundled_root()), "plugins": [p.name for p in k.plugins if p.enabled],
+                      "tools": [s["function"]["name"] for s in k.tools.schemas()]}))
+"""
+
+
+def test_examples_run_with_the_bundled_plugins_present(tmp_path: Path) -> None:
+    """The default sandbox is a user's: the checkout's extensions/ load, the calculator's tools are there."""
+    proc = _run_script(CHECK_BUNDLED, tmp_path / "default")
+    assert proc.returncode == 0, proc.stderr
+    seen = json.loads(proc.stdout)
+    assert Path(seen["root"]).resolve() == (REPO / "extensions").resolve()
+    extensions = REPO / "extensions"
+    shipped = {m.parent.relative_to(extensions).as_posix() for m in extensions.glob("**/plugin.yaml")}
+    assert shipped and shipped <= set(seen["plugins"]), (sorted(shipped), seen["plugins"])
+    assert {"calculate", "unit_convert"} <= set(seen["tools"])
+
+
+def test_an_isolated_example_sees_no_bundled_plugin(tmp_path: Path) -> None:
+    proc = _run_script(CHECK_BUNDLED, tmp_path / "isolated", isolated=True)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["plugins"] == []
+
+
+def test_the_isolated_marker_is_parsed(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(
+        "<!-- run: isolated: counts the plugins of an empty kernel -->\n```python\npass\n```\n\n"
+        "<!-- run: bundled -->\n```python\npass\n```\n\n<!-- no-run -->\n```python\npass\n```\n",
+        encoding="utf-8",
+    )
+    first, second, third = parse_blocks(page)
+    assert (first.marker, first.isolated, first.isolation_reason) == (
+        "isolated",
+        True,
+        "counts the plugins of an empty kernel",
+    )
+    assert (second.marker, second.isolated, second.runs) == ("run", False, True)
+    assert (third.marker, third.runs) == ("no-run", False)
 
 
 def test_the_required_examples_are_executed() -> None:
@@ -148,7 +230,9 @@ def test_the_required_examples_are_executed() -> None:
     )
     for name in ("hooks.md", "logging.md"):
         assert runnable_in(name), f"docs/{name} has no executed example"
-    assert any(b.bundled for b in RUNNABLE), "no example runs against the bundled calculator"
+    assert any("calculate" in b.code and not b.isolated for b in RUNNABLE), (
+        "no example uses the bundled calculator"
+    )
     assert any(b.path == README for b in RUNNABLE), "the README's embedding quick start should run"
 
 
@@ -200,6 +284,19 @@ def _signature(node: ast.FunctionDef) -> tuple[str, list[tuple[str, str]], str]:
 
 def test_the_hookspecs_are_found() -> None:
     assert len(SPECS) == 23, sorted(SPECS)
+
+
+def test_the_hook_count_is_right() -> None:
+    match = re.search(
+        r"There are (\d+) hooks: (\d+) lifecycle hooks and (\d+) provider-slot hooks", HOOKS_MD.read_text()
+    )
+    assert match, "docs/hooks.md should say how many hooks there are"
+    total, lifecycle, slots = map(int, match.groups())
+    assert (total, lifecycle, slots) == (
+        len(SPECS),
+        len(SPECS) - len(hookspecs.SLOT_HOOKS),
+        len(hookspecs.SLOT_HOOKS),
+    )
 
 
 def test_every_hookspec_has_exactly_one_section() -> None:
@@ -291,7 +388,8 @@ def test_index_lists_every_page() -> None:
 # --------------------------------------------------------------------------
 
 
-def test_readme_plugin_quick_start(home: Path, bundled: Path) -> None:
+def test_readme_plugin_quick_start(home: Path) -> None:
+    """The README's plugin, written where it says, loads and its commands work, beside the bundled plugins."""
     files = []
     for block in parse_blocks(README):
         first = block.code.splitlines()[0] if block.code.strip() else ""
@@ -303,13 +401,16 @@ def test_readme_plugin_quick_start(home: Path, bundled: Path) -> None:
             files.append(target)
     assert files, "the README shows no plugin files (a block starting with '# ~/.hermes/plugins/...')"
 
+    names = {path.relative_to(home / "plugins").parts[0] for path in files}
     k = Kernel(home=home)
     try:
         k.load()
-        assert k.plugins, "the README plugin was not discovered"
-        for info in k.plugins:
+        ours = [info for info in k.plugins if info.name in names]
+        assert [info.name for info in ours] == sorted(names), "the README plugin was not discovered"
+        for info in ours:
             assert info.enabled and info.error is None, info
             assert info.warnings == [], info.warnings
+        assert k.plugin("calculator").enabled, "the bundled plugins should be there, as for a user"
     finally:
         k.shutdown()
 
@@ -321,7 +422,7 @@ def test_readme_plugin_quick_start(home: Path, bundled: Path) -> None:
         if line.startswith("hermes-kernel ")
     ]
     assert commands, "the README shows no hermes-kernel command"
-    env = cli_env(home, HERMES_BUNDLED_PLUGINS=str(bundled))
+    env = cli_env(home)
     for command in commands:
         argv = [*CLI, *shlex.split(command)[1:]]
         proc = subprocess.run(argv, env=env, capture_output=True, text=True)
@@ -329,3 +430,196 @@ def test_readme_plugin_quick_start(home: Path, bundled: Path) -> None:
         if " call " in f" {command} ":
             result = run_json(proc.stdout.strip().splitlines()[-1])
             assert "error" not in result, result
+
+
+# --------------------------------------------------------------------------
+# The site's nav lists every page
+# --------------------------------------------------------------------------
+
+MKDOCS_YML = REPO / "mkdocs.yml"
+
+
+class _ConfigLoader(yaml.SafeLoader):
+    """Reads mkdocs.yml, whose ``!!python/...`` and ``!relative`` tags are not needed here."""
+
+
+_ConfigLoader.add_multi_constructor("tag:yaml.org,2002:python/", lambda loader, suffix, node: None)
+_ConfigLoader.add_constructor("!relative", lambda loader, node: None)
+
+
+def _nav_pages(nav: object) -> list[str]:
+    if isinstance(nav, str):
+        return [nav]
+    if isinstance(nav, dict):
+        return [page for value in nav.values() for page in _nav_pages(value)]
+    if isinstance(nav, list):
+        return [page for item in nav for page in _nav_pages(item)]
+    return []
+
+
+def test_every_page_is_in_the_nav() -> None:
+    config = yaml.load(MKDOCS_YML.read_text(encoding="utf-8"), Loader=_ConfigLoader)
+    nav = _nav_pages(config["nav"])
+    pages = sorted(p.relative_to(DOCS).as_posix() for p in DOCS.rglob("*.md") if "_ext" not in p.parts)
+    assert "index.md" in pages and "reference/kernel.md" in pages
+    missing = [page for page in pages if page not in nav]
+    assert not missing, f"pages missing from mkdocs.yml's nav (add them): {missing}"
+    unknown = [page for page in nav if not page.startswith(("http:", "https:")) and page not in pages]
+    assert not unknown, f"mkdocs.yml's nav names pages that do not exist: {unknown}"
+    repeated = sorted(page for page, n in Counter(nav).items() if n > 1)
+    assert not repeated, f"pages listed twice in the nav: {repeated}"
+
+
+# --------------------------------------------------------------------------
+# docs/cli.md documents every command of the parser
+# --------------------------------------------------------------------------
+
+CLI_MD = DOCS / "cli.md"
+
+
+@dataclass(frozen=True)
+class Command:
+    path: str  # "plugins install"; "" for hermes-kernel itself
+    aliases: tuple[str, ...]
+    options: tuple[tuple[str, ...], ...]  # the option strings of each optional argument
+
+
+def _cli_parser() -> argparse.ArgumentParser:
+    """The real parser of ``hermes-kernel`` (its built-in commands), from kernel.cli."""
+    from kernel import cli
+
+    for name in ("build_parser", "make_parser", "_parser"):
+        factory = getattr(cli, name, None)
+        if callable(factory):
+            made = factory()
+            parser = made[0] if isinstance(made, tuple) else made
+            assert isinstance(parser, argparse.ArgumentParser), made
+            return parser
+    raise AssertionError("kernel.cli has no parser factory (build_parser or _parser)")
+
+
+def _commands(
+    parser: argparse.ArgumentParser, path: str = "", aliases: tuple[str, ...] = ()
+) -> list[Command]:
+    """``parser``'s command and, recursively, its subcommands (each once, with its aliases)."""
+    options = tuple(
+        tuple(a.option_strings)
+        for a in parser._actions
+        if a.option_strings and not isinstance(a, argparse._HelpAction) and a.help != argparse.SUPPRESS
+    )
+    found = [Command(path, aliases, options)]
+    for action in parser._actions:
+        if not isinstance(action, argparse._SubParsersAction):
+            continue
+        names: dict[int, list[str]] = {}
+        for name, sub in action.choices.items():  # the command's own name first, then its aliases
+            names.setdefault(id(sub), []).append(name)
+        for name, sub in action.choices.items():
+            first, *others = names[id(sub)]
+            if name == first:
+                found.extend(_commands(sub, f"{path} {name}".strip(), tuple(others)))
+    return found
+
+
+def _backticked(text: str) -> list[str]:
+    return [" ".join(span.split()) for span in re.findall(r"`([^`\n]+)`", text)]
+
+
+def _names(span: str, path: str) -> bool:
+    """Whether a backtick span names the command ``path`` (``plugins list``, ``plugins list [--json]``)."""
+    return span == path or span.startswith(f"{path} ")
+
+
+def _cli_scopes() -> tuple[str, dict[str, str]]:
+    """The text before the first section, and for each command path the text documenting it: its
+    section (a heading naming ``hermes-kernel <path>``, up to the next heading) and its table rows."""
+    text = CLI_MD.read_text(encoding="utf-8")
+    outside_code = re.sub(r"^```.*?^```", "", text, flags=re.MULTILINE | re.DOTALL)
+    intro = outside_code.split("\n## ", 1)[0]
+    scopes: dict[str, str] = {}
+    parts = re.split(r"^(#{2,6} .*)$", outside_code, flags=re.MULTILINE)
+    for heading, body in zip(parts[1::2], parts[2::2], strict=True):
+        for span in _backticked(heading):
+            if span.startswith("hermes-kernel "):
+                path = span.removeprefix("hermes-kernel ")
+                scopes[path] = scopes.get(path, "") + heading + body
+    for row in re.findall(r"^\|(.+)\|\s*$", outside_code, flags=re.MULTILINE):
+        first_cell = row.split("|", 1)[0]
+        for span in _backticked(first_cell):
+            scopes[span.split(" [")[0]] = scopes.get(span.split(" [")[0], "") + "\n" + row
+    return intro, scopes
+
+
+def _documented(path: str, scopes: dict[str, str]) -> str | None:
+    """The documentation of ``path``: every scope naming it (``plugins list`` is in ``plugins list NAME``)."""
+    texts = [text for name, text in scopes.items() if _names(name, path)]
+    return "\n".join(texts) if texts else None
+
+
+CLI_COMMANDS = _commands(_cli_parser())
+
+
+def test_the_parser_is_walked() -> None:
+    paths = {c.path for c in CLI_COMMANDS}
+    expected = {
+        "plugins list",
+        "plugins install",
+        "tools call",
+        "hooks test",
+        "gateway run",
+        "gateway status",
+    }
+    assert expected <= paths, sorted(paths)
+
+
+@pytest.mark.parametrize("command", [c for c in CLI_COMMANDS if c.path], ids=lambda c: c.path)
+def test_every_command_is_in_cli_md(command: Command) -> None:
+    _, scopes = _cli_scopes()
+    text = _documented(command.path, scopes)
+    assert text is not None, (
+        f"docs/cli.md does not document `hermes-kernel {command.path}`: give it a heading "
+        f"(### `hermes-kernel {command.path}`) or a row in the command table"
+    )
+    spans = _backticked(text)
+    for alias in command.aliases:
+        parent = command.path.rpartition(" ")[0]
+        assert any(s in (alias, f"{parent} {alias}".strip()) for s in spans), (
+            f"docs/cli.md: `{command.path}` does not mention its alias `{alias}`"
+        )
+
+
+@pytest.mark.parametrize("command", CLI_COMMANDS, ids=lambda c: c.path or "hermes-kernel")
+def test_every_option_is_in_cli_md(command: Command) -> None:
+    intro, scopes = _cli_scopes()
+    text = intro if not command.path else (_documented(command.path, scopes) or "")
+    where = "the part before the first section" if not command.path else f"the section of `{command.path}`"
+    missing = []
+    for strings in command.options:
+        longs = [s for s in strings if s.startswith("--")]
+        for option in longs or strings[:1]:
+            if not re.search(rf"(?<![\w-]){re.escape(option)}(?![\w-])", text):
+                missing.append(option)
+    assert not missing, f"docs/cli.md: {where} does not mention {missing}"
+
+
+def test_bundled_plugins_commands_are_documented(tmp_path: Path) -> None:
+    """What the bundled plugins add to ``hermes-kernel`` (the sqlite memory's ``sqlite ...``) is in docs/."""
+    k = Kernel(home=tmp_path / "hermes", config={"memory": {"provider": "sqlite"}})
+    try:
+        k.load()
+        setups = {name: command.setup_fn for name, command in k.cli_commands.items()}
+        memory_cli = k.providers.memory_cli()
+        if memory_cli is not None:
+            setups[memory_cli[0]] = memory_cli[1]
+    finally:
+        k.shutdown()
+    assert "sqlite" in setups, sorted(setups)
+    docs = "\n".join(path.read_text(encoding="utf-8") for path in DOC_FILES)
+    undocumented = []
+    for name, setup in sorted(setups.items()):
+        parser = argparse.ArgumentParser(prog=f"hermes-kernel {name}")
+        setup(parser)
+        for command in _commands(parser, name):
+            if f"hermes-kernel {command.path}" not in docs:
+                undocumented.append(command.path)
+    assert not undocumented, f"plugin commands no page documents: {undocumented}"

@@ -1,6 +1,6 @@
 """The IRC platform (extensions/platforms/irc) against a real IRC server.
 
-A real ngIRCd (Debian package ``ngircd``; ``make test-deps`` installs it) is
+A real ngIRCd (Debian package ``ngircd``; ``make test-deps`` unpacks it into .venv/debs) is
 started on 127.0.0.1 from ``tests/fixtures/irc/ngircd.conf``, once for the
 module.  The tests talk to the bot through a second, raw IRC client written
 here on asyncio streams, and run ``hermes-kernel gateway run`` as a
@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
+import ipaddress
 import itertools
 import os
 import re
-import shutil
 import signal
 import socket
 import string
@@ -27,7 +28,11 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import CLI, cli_env
+from conftest import CLI, DEBS, cli_env, find_program
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.x509.oid import NameOID
 
 from kernel import Kernel
 from kernel.gateway import MessageEvent, PlatformConfig, SendResult
@@ -43,9 +48,10 @@ DEADLINE = 20.0  # seconds to wait for something that should happen (a hang guar
 
 
 def ngircd_binary() -> str:
-    found = shutil.which("ngircd") or ("/usr/sbin/ngircd" if os.access("/usr/sbin/ngircd", os.X_OK) else None)
+    """The ngircd ``make test-deps`` unpacked in .venv/debs, else the system's."""
+    found = find_program("ngircd")
     if found is None:
-        pytest.fail("ngircd (the IRC server these tests run) is not installed: run `make test-deps`")
+        pytest.fail("ngircd (the IRC server these tests run) is missing: run `make test-deps`")
     return found
 
 
@@ -326,6 +332,12 @@ def bot_joined(nick: str, channel: str = CHANNEL) -> Callable[[Line], bool]:
 
 
 # -- the tests --------------------------------------------------------------------------------
+
+
+def test_the_server_is_the_ngircd_make_test_deps_unpacked(ircd: Ngircd) -> None:
+    """The tests' server runs from .venv/debs (unpacked by ``make test-deps``), not from a system install."""
+    assert ircd.proc is not None
+    assert Path(os.readlink(f"/proc/{ircd.proc.pid}/exe")) == (DEBS / "usr" / "sbin" / "ngircd").resolve()
 
 
 def test_the_platform_is_registered_and_enabled_by_config_or_environment(
@@ -648,35 +660,48 @@ def test_a_refused_server_password_fails_the_connect(ircd: Ngircd, make_bot: Cal
     asyncio.run(scenario())
 
 
+def write_self_signed_certificate(cert: Path, key: Path) -> None:
+    """A certificate for 127.0.0.1 and localhost, valid for two days, made with ``cryptography`` (installed
+    with the dev extras, through ``mcp``): no openssl program needed."""
+    private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(private.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=2))
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [x509.IPAddress(ipaddress.IPv4Address("127.0.0.1")), x509.DNSName("localhost")]
+            ),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(private.public_key()), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(private.public_key()), critical=False
+        )
+        .sign(private, hashes.SHA256())
+    )
+    key.write_bytes(
+        private.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.TraditionalOpenSSL,
+            serialization.NoEncryption(),
+        )
+    )
+    cert.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+
+
 def test_tls_with_the_servers_certificate(tmp_path: Path, make_bot: Callable[..., Any]) -> None:
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        pytest.fail("openssl (to make the test server's certificate) is not installed: run `make test-deps`")
     workdir = tmp_path / "tls"
     workdir.mkdir()
     cert, key = workdir / "cert.pem", workdir / "key.pem"
-    subprocess.run(
-        [
-            openssl,
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "2",
-            "-subj",
-            "/CN=localhost",
-            "-addext",
-            "subjectAltName=IP:127.0.0.1,DNS:localhost",
-            "-keyout",
-            str(key),
-            "-out",
-            str(cert),
-        ],
-        check=True,
-        capture_output=True,
-    )
+    write_self_signed_certificate(cert, key)
     tls_port = free_port()
     ssl_section = f"[SSL]\n\tCertFile = {cert}\n\tKeyFile = {key}\n\tPorts = {tls_port}\n"
     server = Ngircd(workdir, ssl_section=ssl_section, tls_port=tls_port)

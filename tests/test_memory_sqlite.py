@@ -544,7 +544,7 @@ def test_sqlite_commands(kernel, home: Path) -> None:
 def test_sqlite_is_not_a_command_unless_active(home: Path) -> None:
     proc = _cli(home, "sqlite", "stats")
     assert proc.returncode != 0
-    assert "invalid choice" in proc.stderr
+    assert "unknown command 'sqlite'" in proc.stderr
     assert "sqlite" not in _cli(home, "--help").stdout
     assert not (home / "memory").exists()
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import CLI, REPO, agent_log, cli_env, run_json
+from conftest import CLI, REPO, agent_log, cli_env, find_program, run_json
 
 from kernel.surfaces.speech import (
     LEGACY_ENV,
@@ -48,9 +48,12 @@ def no_legacy_variable(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def espeak() -> str:
-    path = shutil.which("espeak-ng")
+    """The espeak-ng the commands below run: the one ``make test-deps`` unpacked in .venv/debs (first on
+    PATH, see conftest), else the system's."""
+    path = find_program("espeak-ng")
     if path is None:
-        pytest.fail("espeak-ng is not installed; run `make test-deps` (it installs it with apt-get)")
+        pytest.fail("espeak-ng is missing; run `make test-deps` (it unpacks it into .venv/debs)")
+    assert shutil.which("espeak-ng") == path, "the commands' PATH finds another espeak-ng than the tests"
     return path
 
 

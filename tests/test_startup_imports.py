@@ -19,12 +19,13 @@ from kernel.core.state import CONFIG_FILE
 
 PROBE = """
 import json, runpy, sys
-sys.argv = ["hermes-kernel", "plugins", "list", "--json"]
+sys.argv = ["hermes-kernel", *(sys.argv[1:] or ["plugins", "list", "--json"])]
 try:
     runpy.run_module("kernel", run_name="__main__")
 except SystemExit:
     pass
-heavy = ["yaml", "structlog", "asyncio", "importlib.metadata", "dotenv", "blinker", "httpx"]
+heavy = ["yaml", "structlog", "asyncio", "importlib.metadata", "dotenv", "blinker", "httpx",
+         "rich", "argcomplete", "ruamel", "ruamel.yaml", "jsonschema"]
 services = sorted(m for m in sys.modules if m.startswith(("kernel.tools", "kernel.providers",
                   "kernel.gateway", "kernel.surfaces", "kernel.events", "kernel.llm", "kernel.agent",
                   "kernel.registrations")))
@@ -34,10 +35,10 @@ print("PROBE " + json.dumps({"heavy": [m for m in heavy if m in sys.modules], "s
 HOOK_PLUGIN = "def register(ctx):\n    ctx.register_hook('post_tool_call', lambda **kw: None)\n"
 
 
-def probe(home: Path, cwd: Path, bundled: Path) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HERMES_")}
+def probe(home: Path, cwd: Path, bundled: Path, *argv: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HERMES_", "_ARGCOMPLETE"))}
     env.update(HERMES_HOME=str(home), HERMES_BUNDLED_PLUGINS=str(bundled), PYTHONPATH=str(REPO))
-    return run_probe(PROBE, cwd=cwd, env=env)
+    return run_probe(PROBE, *argv, cwd=cwd, env=env)
 
 
 def test_a_current_plugins_list_parses_no_yaml_and_imports_no_service(tmp_path: Path, bundled: Path) -> None:
@@ -52,6 +53,16 @@ def test_a_current_plugins_list_parses_no_yaml_and_imports_no_service(tmp_path: 
     assert "yaml" in first["heavy"]
     second = probe(home, cwd, bundled)
     assert second == {"heavy": [], "services": []}
+    # The table through a pipe (the benchmarked case): no rich, no argcomplete either.
+    assert probe(home, cwd, bundled, "plugins", "list") == {"heavy": [], "services": []}
+
+
+def test_help_and_version_import_neither_rich_nor_argcomplete(tmp_path: Path, bundled: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    for argv in (["--version"], ["plugins", "--help"], ["logs", "-n", "1"]):
+        loaded = probe(home, tmp_path, bundled, *argv)["heavy"]
+        assert not {"rich", "argcomplete", "ruamel", "jsonschema"} & set(loaded), (argv, loaded)
 
 
 def test_the_config_cache_follows_the_content(home: Path) -> None:

@@ -1,40 +1,57 @@
+# PYTHON_ARGCOMPLETE_OK  (argcomplete's marker: this console script answers shell completion)
 """The ``hermes-kernel`` command line: a thin client of the public API."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..core.kernel import Kernel, PluginInfo
-from ..core.log import shown
 from ..core.records import DISABLE_VARIABLE, NO_PLUGINS_VARIABLE
 from ..core.safe_yaml import DataRefused, load_json
-from . import chat, doctor, gateway, hooks, install, logs
+from . import chat, completion, doctor, gateway, hooks, install, logs, output
 from . import plugins as plugins_group
-from .common import loaded_kernel, plugin_status
+from .common import HookFailures, Parser, load, loaded_kernel, plugin_status
+from .output import EscapingStream
 
 if TYPE_CHECKING:
     from ..commands import CliCommand
 
+HELP_OPTIONS = ("-h", "--help")
+
 
 def main(argv: Sequence[str] | None = None) -> int:
+    output.setup_streams()
     argv = _take_run_options(list(sys.argv[1:] if argv is None else argv))
     parser, commands = _parser()
     kernel: Kernel | None = None
-    first = next((a for a in argv if not a.startswith("-")), None)
+    argv, no_color = _take_no_color(argv)
+    output.configure(no_color=no_color)
+    options = argv[: argv.index("--")] if "--" in argv else argv
+    first = next((a for a in options if not a.startswith("-")), None)
+    completing = completion.requested()
+    # Only help, the version or completions: nothing is written into the home.
+    only_prints = completing or first is None or any(a in HELP_OPTIONS for a in options)
+    if completing:
+        wanted = completion.needs_plugins(commands.choices)
+    else:
+        before_command = options[: options.index(first)] if first is not None else options
+        wanted = (first is None or first not in commands.choices) and "--version" not in before_command
     streams = sys.stdout, sys.stderr
     if first != "chat":  # the chat is interactive; everything else is text a plugin may have written
         sys.stdout, sys.stderr = EscapingStream(sys.stdout), EscapingStream(sys.stderr)
     try:
-        if first is None or first not in commands.choices:
-            # A plugin's command, or --help: the plugins' CLI commands are needed.
-            kernel = loaded_kernel()
-            _add_plugin_commands(commands, kernel)
+        if wanted:
+            # A plugin's command, --help or a completion: the plugins' CLI commands are needed.
+            kernel = loaded_kernel(save=not only_prints)
+            with output.stdout_to_stderr():  # their setup code runs; --help output must stay clean
+                _add_plugin_commands(commands, kernel)
+        if completing:
+            completion.autocomplete(parser)  # answers on argcomplete's channel and exits
         args = parser.parse_args(argv)
         plugin_command = getattr(args, "plugin_command", None)
         if plugin_command is not None and kernel is not None:
@@ -43,6 +60,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if handler is None:
             parser.print_help()
             return 2
+        if _prints_json(args):
+            # Anything plugins print while they load and run goes to stderr: stdout is the JSON.
+            with output.stdout_to_stderr():
+                return int(handler(args) or 0)
         return int(handler(args) or 0)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
@@ -59,23 +80,45 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout, sys.stderr = streams
 
 
-class EscapingStream:
-    """A text stream that writes control characters as visible escapes (``\\x1b``, ``\\u202e``)
-    and URLs without their credentials (``https://***@host/?api-key=***``).
+def _take_no_color(argv: list[str]) -> tuple[list[str], bool]:
+    """Remove ``--no-color`` wherever it stands (before ``--``); when given, ``NO_COLOR=1`` for the
+    run, so that plugins and child processes leave colour out too."""
+    end = argv.index("--") if "--" in argv else len(argv)
+    if "--no-color" not in argv[:end]:
+        return argv, False
+    os.environ["NO_COLOR"] = "1"
+    return [a for a in argv[:end] if a != "--no-color"] + argv[end:], True
 
-    Plugin names, descriptions, errors and log lines are text from outside:
-    printed raw, ``ESC[2J`` would clear the user's screen.
-    """
 
-    def __init__(self, stream: Any) -> None:
-        self._stream = stream
+def _prints_json(args: argparse.Namespace) -> bool:
+    """Whether the command's stdout is JSON that plugins' output must stay out of (``logs --json``
+    runs no plugin code and streams: it prints as it goes)."""
+    handler = getattr(args, "handler", None)
+    if handler is logs.logs_command:
+        return False
+    return bool(getattr(args, "json", False)) or handler is _tools_call
 
-    def write(self, text: str) -> int:
-        self._stream.write(shown(text))
-        return len(text)
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._stream, name)
+class _Version(argparse.Action):
+    """``--version``: ``hermes-kernel 0.1.0 (Python 3.12.3, pluggy 1.5.0)``, computed only when asked."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_args: Any, **_kwargs: Any) -> None:
+        print(version_line())
+        parser.exit()
+
+
+def version_line() -> str:
+    """The line ``hermes-kernel --version`` prints."""
+    import platform
+
+    import pluggy
+
+    from ..core.markers import __version__
+
+    return f"hermes-kernel {__version__} (Python {platform.python_version()}, pluggy {pluggy.__version__})"
 
 
 def _add_plugin_commands(commands: Any, kernel: Kernel) -> None:
@@ -96,6 +139,12 @@ def _add_plugin_commands(commands: Any, kernel: Kernel) -> None:
                 file=sys.stderr,
             )
     for name, command in sorted(kernel.cli_commands.items()):
+        if name in commands.choices:  # a command of the CLI's own that the kernel does not reserve
+            print(
+                f"warning: plugin '{command.plugin}': command '{name}' is the command line's own; refused",
+                file=sys.stderr,
+            )
+            continue
         sub = commands.add_parser(
             name,
             help=f"{command.help} [plugin {command.plugin}]",
@@ -160,9 +209,18 @@ def _take_run_options(argv: list[str]) -> list[str]:
 
 
 def _parser() -> tuple[argparse.ArgumentParser, Any]:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="hermes-kernel",
         description="A plugin kernel for AI agents, compatible with Hermes Agent plugins.",
+    )
+    parser.add_argument(
+        "--version", action=_Version, help="print the version (and Python's, pluggy's) and exit"
+    )
+    # Taken out of the command line before parsing (see _take_no_color); listed here for --help.
+    parser.add_argument(
+        "--no-color",
+        action="store_true",
+        help="no colour on a terminal (as NO_COLOR=1; anywhere on the line); piped output is plain anyway",
     )
     # Taken out of the command line before parsing (see _take_run_options); listed here for --help.
     parser.add_argument(
@@ -213,6 +271,7 @@ def _parser() -> tuple[argparse.ArgumentParser, Any]:
     logs.add_commands(commands)
     doctor.add_commands(commands)
     gateway.add_commands(commands)
+    completion.add_commands(commands)
     return parser, commands
 
 
@@ -220,7 +279,7 @@ def _plugins_list(args: argparse.Namespace) -> int:
     kernel = Kernel()
     try:
         if args.refresh or kernel.debug:
-            kernel.load()
+            load(kernel)
             kernel.save_plugin_state()
             rows = [(p, "current") for p in kernel.plugins]
         else:
@@ -235,9 +294,13 @@ def _plugins_list(args: argparse.Namespace) -> int:
                 if basis == "unknown":
                     record["tools"] = record["hooks"] = None
                 out.append(record)
-            print(json.dumps(out, indent=2, ensure_ascii=False))
+            output.emit_json(out)
         else:
-            print(format_plugin_table([info for info, _ in rows], dict((i.name, b) for i, b in rows)))
+            plugins, listed_from = [info for info, _ in rows], {i.name: b for i, b in rows}
+            if output.mode().rich:
+                _draw_plugin_table(plugins, listed_from)
+            else:
+                print(format_plugin_table(plugins, listed_from))
             listed = {info.source for info, _ in rows}
             asked = kernel._services.asked_for()
             if not args.refresh and asked and not listed & {"config", "hooks"}:
@@ -245,6 +308,41 @@ def _plugins_list(args: argparse.Namespace) -> int:
     finally:
         kernel.shutdown()
     return 0
+
+
+PLUGIN_HEADERS = ("NAME", "VERSION", "KIND", "SOURCE", "STATUS", "TOOLS", "HOOKS")
+_STATUS_STYLES = {"enabled": "ok", "disabled": "warning", "not enabled": "warning", "failed": "error"}
+
+
+def _plugin_rows(
+    plugins: list[PluginInfo], listed_from: dict[str, str]
+) -> tuple[list[tuple[str, ...]], list[list[str]], list[str]]:
+    """The rows of the plugin table, each plugin's notes (errors, disabled hooks, warnings), the footnotes."""
+    rows, notes = [], []
+    for p in plugins:
+        basis = listed_from.get(p.name, "current")
+        if basis == "unknown":
+            status, tools, hooks = "not loaded yet", "?", "?"
+        else:
+            mark = "*" if basis == "last load" else ""
+            status = plugin_status(p).partition(" (")[0] + mark
+            tools, hooks = f"{len(p.tools)}{mark}", f"{len(p.hooks)}{mark}"
+        rows.append((p.name, p.version or "-", p.kind, p.source, status, tools, hooks))
+        lines: list[str] = []
+        if p.error:
+            lines.append(f"error: {p.error}")
+        lines += [f"hook {hook} disabled: {error}" for hook, error in p.hook_errors.items()]
+        lines += [f"warning: {w}" for w in p.warnings]
+        notes.append(lines)
+    footnotes = []
+    bases = set(listed_from.values())
+    if "last load" in bases:
+        footnotes.append("* as of the last load; things changed since.")
+    if "unknown" in bases:
+        footnotes.append("? not known until the plugins load.")
+    if bases - {"current"}:
+        footnotes.append("Listing imports no plugin code: `hermes-kernel plugins list --refresh` loads them.")
+    return rows, notes, footnotes
 
 
 def format_plugin_table(plugins: list[PluginInfo], listed_from: dict[str, str] | None = None) -> str:
@@ -255,43 +353,37 @@ def format_plugin_table(plugins: list[PluginInfo], listed_from: dict[str, str] |
     """
     if not plugins:
         return "No plugins found."
-    listed_from = listed_from or {}
-    headers = ("NAME", "VERSION", "KIND", "SOURCE", "STATUS", "TOOLS", "HOOKS")
-    rows = []
-    for p in plugins:
-        basis = listed_from.get(p.name, "current")
-        if basis == "unknown":
-            status, tools, hooks = "not loaded yet", "?", "?"
-        else:
-            mark = "*" if basis == "last load" else ""
-            status = plugin_status(p).partition(" (")[0] + mark
-            tools, hooks = f"{len(p.tools)}{mark}", f"{len(p.hooks)}{mark}"
-        rows.append((p.name, p.version or "-", p.kind, p.source, status, tools, hooks))
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
-    for p, row in zip(plugins, rows, strict=True):
+    rows, notes, footnotes = _plugin_rows(plugins, listed_from or {})
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(PLUGIN_HEADERS)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(PLUGIN_HEADERS, widths, strict=True)).rstrip()]
+    for row, row_notes in zip(rows, notes, strict=True):
         lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
-        notes: list[str] = []
-        if p.error:
-            notes.append(f"error: {p.error}")
-        notes += [f"hook {hook} disabled: {error}" for hook, error in p.hook_errors.items()]
-        notes += [f"warning: {w}" for w in p.warnings]
-        lines += [f"    {note}" for note in notes]
-    bases = set(listed_from.values())
-    if "last load" in bases:
-        lines.append("* as of the last load; things changed since.")
-    if "unknown" in bases:
-        lines.append("? not known until the plugins load.")
-    if bases - {"current"}:
-        lines.append("Listing imports no plugin code: `hermes-kernel plugins list --refresh` loads them.")
-    return "\n".join(lines)
+        lines += [f"    {note}" for note in row_notes]
+    return "\n".join(lines + footnotes)
+
+
+def _draw_plugin_table(plugins: list[PluginInfo], listed_from: dict[str, str]) -> None:
+    """The plugin table drawn with rich (a terminal); the notes under it, by plugin."""
+    if not plugins:
+        output.line("No plugins found.")
+        return
+    rows, notes, footnotes = _plugin_rows(plugins, listed_from)
+    styles = [
+        [None, "dim", None, "dim", _STATUS_STYLES.get(row[4].rstrip("*"), "dim"), None, None] for row in rows
+    ]
+    output.table(PLUGIN_HEADERS, rows, styles)
+    for row, row_notes in zip(rows, notes, strict=True):
+        for note in row_notes:
+            output.line(f"{row[0]}: {note}", "error" if note.startswith("error") else "warning")
+    for footnote in footnotes:
+        output.line(footnote, "dim")
 
 
 def _providers_list(args: argparse.Namespace) -> int:
     with loaded_kernel() as kernel:
         rows = kernel.providers.status()
         if args.json:
-            print(json.dumps([r.to_dict() for r in rows], indent=2, ensure_ascii=False))
+            output.emit_json([r.to_dict() for r in rows])
             return 0
         if not rows:
             print("No providers.")
@@ -301,6 +393,16 @@ def _providers_list(args: argparse.Namespace) -> int:
             (r.slot, r.name, r.plugin or "-", "yes" if r.active else "", "yes" if r.available else "no")
             for r in rows
         ]
+        if output.mode().rich:
+            styles = [
+                [None, "heading" if r.active else None, "dim", "ok", "ok" if r.available else "error"]
+                for r in rows
+            ]
+            output.table(headers, table, styles)
+            for status in rows:
+                if status.reason:
+                    output.line(f"{status.slot} {status.name}: {status.reason}", "dim")
+            return 0
         widths = [max(len(h), *(len(t[i]) for t in table)) for i, h in enumerate(headers)]
         print("  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip())
         for row, status in zip(table, rows, strict=True):
@@ -310,19 +412,46 @@ def _providers_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def tool_records(kernel: Kernel) -> list[dict[str, Any]]:
+    """``tools list --json``: every registered tool (as the text lists them), each its OpenAI schema
+    (``type``, ``function``) plus ``plugin``, ``toolset``, ``summary``, ``available`` and ``reason``."""
+    records = []
+    for tool in kernel.tools.all():
+        ok, reason = kernel.tools.available(tool)
+        records.append(
+            {
+                "type": "function",
+                "function": tool.schema,
+                "plugin": tool.plugin,
+                "toolset": tool.toolset,
+                "summary": tool.description.splitlines()[0] if tool.description else "",
+                "available": ok,
+                "reason": reason or None,
+            }
+        )
+    return records
+
+
 def _tools_list(args: argparse.Namespace) -> int:
     with loaded_kernel() as kernel:
         if args.json:
-            print(json.dumps(kernel.tools.schemas(), indent=2, ensure_ascii=False))
+            output.emit_json(tool_records(kernel))
             return 0
-        tools = kernel.tools.all()
-        if not tools:
+        records = tool_records(kernel)
+        if not records:
             print("No tools registered.")
-        for tool in tools:
-            ok, reason = kernel.tools.available(tool)
-            state = "" if ok else f"  (unavailable: {reason})"
-            summary = tool.description.splitlines()[0] if tool.description else ""
-            print(f"{tool.name}  [{tool.plugin}/{tool.toolset}]  {summary}{state}")
+            return 0
+        if output.mode().rich:
+            rows = [
+                (r["function"]["name"], f"{r['plugin']}/{r['toolset']}", r["summary"], r["reason"] or "")
+                for r in records
+            ]
+            styles = [["heading", "dim", None, "error"] for _ in rows]
+            output.table(("TOOL", "PLUGIN/TOOLSET", "SUMMARY", "UNAVAILABLE"), rows, styles)
+            return 0
+        for r in records:
+            state = "" if r["available"] else f"  (unavailable: {r['reason']})"
+            print(f"{r['function']['name']}  [{r['plugin']}/{r['toolset']}]  {r['summary']}{state}")
     return 0
 
 
@@ -337,10 +466,14 @@ def _tools_call(args: argparse.Namespace) -> int:
         return 2
     with loaded_kernel() as kernel:
         if args.name not in kernel.tools:
-            print(json.loads(kernel.tools.dispatch(args.name, arguments))["error"], file=sys.stderr)
+            print(
+                load_json(kernel.tools.dispatch(args.name, arguments), "the error")["error"], file=sys.stderr
+            )
             return 1
+        failures = HookFailures(kernel)
         result = kernel.tools.dispatch(args.name, arguments, session_id="cli", task_id="cli")
-        print(result)
+        failures.report()
+        output.emit(result)
         return 1 if _is_error(result) else 0
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
-import json
 import sys
 import textwrap
 from collections import Counter
@@ -23,6 +22,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from ..core.kernel import Kernel
 from ..core.log import redacted, shown
+from . import output
+from .common import HookFailures
 
 if TYPE_CHECKING:
     from ..agent import AgentSession, TurnResult
@@ -260,6 +261,7 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     kernel = loaded_kernel()
     try:
+        failures = HookFailures(kernel)
         session = AgentSession(kernel, platform="cli")
         try:
             result = session.run(prompt)
@@ -271,10 +273,11 @@ def _run(args: argparse.Namespace) -> int:
             return 1
         finally:
             session.close()
+            failures.report()
     finally:
         kernel.shutdown()
     if args.json:
-        print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
+        output.emit_json(result.to_dict())
     else:
         print(result.reply)
     if result.stopped:
@@ -306,6 +309,8 @@ class Chat:
         self.err = err or sys.stderr
         self.done = False
         self._readline: Any = None
+        self.failures = HookFailures(kernel)
+        self.completer = SlashCompleter(kernel)
 
     # -- output ------------------------------------------------------------------------
 
@@ -345,6 +350,7 @@ class Chat:
         except ImportError:  # not on every platform
             return
         self._readline = readline
+        self.completer.install(readline)
         try:
             readline.set_history_length(HISTORY_LENGTH)
             if self._history_path().is_file():
@@ -365,7 +371,7 @@ class Chat:
         """The next line, or ``None`` at end of input (raises KeyboardInterrupt on Ctrl-C)."""
         if self.interactive:
             try:
-                return input(PROMPT)
+                return input(output.prompt(PROMPT))
             except EOFError:
                 self.say()
                 return None
@@ -388,6 +394,7 @@ class Chat:
                 if line is None:
                     break
                 self.handle(line)
+                self.failures.report(self.warn)
         finally:
             self._save_history()
         return 0
@@ -432,6 +439,70 @@ class Chat:
             self.warn(f"warning: the turn stopped early ({result.stopped})")
 
 
+class SlashCompleter:
+    """Tab completion in ``chat``: slash commands (the host's and plugins'), then the arguments of
+    a command that knows them (``/model`` the model names its provider declares; no network)."""
+
+    def __init__(self, kernel: Kernel) -> None:
+        self.kernel = kernel
+        self._matches: list[str] = []
+        self._readline: Any = None
+
+    def install(self, readline: Any) -> None:
+        """Make ``readline`` complete with this completer on Tab (GNU readline or libedit)."""
+        self._readline = readline
+        readline.set_completer(self.complete)
+        readline.set_completer_delims(" \t\n")
+        if "libedit" in (getattr(readline, "__doc__", None) or ""):
+            readline.parse_and_bind("bind ^I rl_complete")
+        else:
+            readline.parse_and_bind("tab: complete")
+
+    def candidates(self, line: str, word: str) -> list[str]:
+        """What ``word``, the last word of ``line`` (the text before the cursor), may become."""
+        text = line.lstrip()
+        if not text.startswith("/"):
+            return []
+        head, space, _rest = text.partition(" ")
+        if not space:
+            names = {f"/{command.name}" for command in self.kernel.commands.all()}
+            return sorted(name for name in names if name.startswith(word))
+        return [value for value in self.arguments(head[1:]) if value.startswith(word)]
+
+    def arguments(self, command: str) -> list[str]:
+        """The values the first argument of ``/command`` may take, when the command knows them."""
+        if command.strip().lower() == "model":
+            return model_names(self.kernel)
+        return []
+
+    def complete(self, word: str, state: int) -> str | None:
+        """readline's completer: the ``state``-th completion of ``word``."""
+        if state == 0:
+            try:
+                buffer = self._readline.get_line_buffer()[: self._readline.get_endidx()]
+                self._matches = self.candidates(buffer, word)
+            except Exception:  # a completer must never break the prompt
+                self._matches = []
+            if len(self._matches) == 1:  # Python's readline appends nothing: the space ends the word
+                self._matches = [self._matches[0] + " "]
+        return self._matches[state] if state < len(self._matches) else None
+
+
+def model_names(kernel: Kernel) -> list[str]:
+    """The model names ``/model`` may switch to: the configured one and those its provider declares."""
+    config = kernel.providers.model_config()
+    names = [config.get("model")]
+    provider = config.get("provider")
+    if provider:
+        try:
+            profile = kernel.providers.get_provider_profile(str(provider))
+        except Exception:  # unknown or broken provider: only the configured name
+            profile = None
+        if profile is not None:
+            names += [profile.default_model, *profile.fallback_models]
+    return sorted({str(name) for name in names if name})
+
+
 def _chat(args: argparse.Namespace) -> int:
     from ..agent import AgentSession
     from .common import loaded_kernel
@@ -446,6 +517,7 @@ def _chat(args: argparse.Namespace) -> int:
         finally:
             with contextlib.suppress(KeyboardInterrupt):  # a second Ctrl-C while closing
                 session.close()
+                chat.failures.report(chat.warn)
     finally:
         kernel.shutdown()
 

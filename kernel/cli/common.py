@@ -1,10 +1,13 @@
-"""What the CLI's command groups share: loading the kernel as a command does, finding a plugin by name."""
+"""What the CLI's command groups share: the argument parser, loading the kernel as a command does,
+telling the user about failed hooks, finding a plugin by name."""
 
 from __future__ import annotations
 
-import json
+import argparse
+import contextlib
+import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,16 +18,133 @@ from ..core.discovery import (
 )
 from ..core.kernel import Kernel, PluginInfo
 from ..core.manifest import EnvVar, Manifest, ManifestError, find_manifest, load_manifest
+from . import output
 
 
-def loaded_kernel(home: str | None = None) -> Kernel:
-    """A kernel loaded for a command: its plugin list saved, its config problems printed as warnings."""
+def loaded_kernel(home: str | None = None, *, save: bool = True) -> Kernel:
+    """A kernel loaded for a command (see :func:`load`): its plugin list saved (unless ``save`` is
+    false: a command that only prints help writes nothing), its config problems printed as warnings."""
     kernel = Kernel(home=home)
-    kernel.load()
-    kernel.save_plugin_state()
+    kernel.write_caches = save
+    load(kernel)
+    if save:
+        kernel.save_plugin_state()
     for problem in kernel.problems:
         print(f"warning: {problem}", file=sys.stderr)
     return kernel
+
+
+def load(kernel: Kernel) -> None:
+    """``kernel.load()`` with whatever plugins print on stdout sent to stderr (stdout is the
+    command's), and a spinner on a terminal while the MCP servers of config.yaml connect."""
+    servers = kernel.config.get("mcp_servers") if isinstance(kernel.config, dict) else None
+    waiting: Any = contextlib.nullcontext()
+    if isinstance(servers, dict) and servers:
+        names = ", ".join(str(name) for name in list(servers)[:5]) + (", ..." if len(servers) > 5 else "")
+        waiting = output.status(f"Connecting to MCP servers: {names}")
+    with waiting, output.stdout_to_stderr():
+        kernel.load()
+
+
+class HookFailures:
+    """Tells the user, once each, about the hook callbacks the kernel disabled after they failed.
+
+    The kernel disables a failing callback and logs ``hook_failed`` to ``agent.log``; a command that
+    runs turns (``run``, ``chat``, ``tools call``) calls :meth:`report` after each, so the user sees
+    one line on stderr instead of having to read the log.
+    """
+
+    def __init__(self, kernel: Kernel) -> None:
+        self._kernel = kernel
+        self._seen = set(self._failed())
+
+    def _failed(self) -> dict[tuple[str, str], str]:
+        return {(p.name, hook): error for p in self._kernel.plugins for hook, error in p.hook_errors.items()}
+
+    def report(self, write: Callable[[str], None] | None = None) -> list[str]:
+        """Write (default: to stderr) and return one ``warning:`` line per newly disabled callback."""
+        log = self._kernel.home / "logs" / "agent.log"
+        lines = []
+        for (plugin, hook), error in self._failed().items():
+            if (plugin, hook) in self._seen:
+                continue
+            self._seen.add((plugin, hook))
+            reason = " ".join(str(error).split())
+            reason = reason if len(reason) <= 200 else reason[:199] + "…"
+            lines.append(
+                f"warning: plugin '{plugin}': its {hook} hook failed ({reason}) and is disabled; see {log}"
+            )
+        for text in lines:
+            if write is None:
+                print(text, file=sys.stderr, flush=True)
+            else:
+                write(text)
+        return lines
+
+
+# --------------------------------------------------------------------------- the parser
+
+# reStructuredText marks in help texts: ``literal``, `interpreted`, :role:`target`, `link`_.
+_RST = re.compile(r":[\w.:-]+:`~?([^`]+)`|``(.+?)``|`([^`]+)`_{0,2}")
+
+
+def plain_text(text: str) -> str:
+    """``text`` without reStructuredText marks: literals, interpreted text, roles and links become plain."""
+    if "`" not in text:
+        return text
+    return _RST.sub(lambda match: next(group for group in match.groups() if group is not None), text)
+
+
+class _PlainText(argparse.HelpFormatter):
+    """A help formatter that writes help texts as plain text (see :func:`plain_text`)."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return super()._fill_text(plain_text(text), width, indent)
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return super()._split_lines(plain_text(text), width)
+
+
+_PLAIN_FORMATTERS: dict[type, type] = {}
+
+
+def _plain_formatter(cls: type) -> type:
+    if issubclass(cls, _PlainText):
+        return cls
+    made = _PLAIN_FORMATTERS.get(cls)
+    if made is None:
+        made = _PLAIN_FORMATTERS[cls] = type(f"Plain{cls.__name__}", (_PlainText, cls), {})
+    return made
+
+
+def unknown_command(name: str, known: Iterable[str]) -> str:
+    """``unknown command 'plugin' — did you mean 'plugins'?`` (or the known commands, when none is close)."""
+    import difflib
+
+    names = sorted(set(known))
+    close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
+    close += [n for n in names if n.startswith(name) and n not in close][: 3 - len(close)] if name else []
+    if close:
+        return f"unknown command '{name}' — did you mean {' or '.join(repr(c) for c in close)}?"
+    return f"unknown command '{name}' (choose from: {', '.join(names)})"
+
+
+class Parser(argparse.ArgumentParser):
+    """The CLI's argument parser, also for plugins' commands and their subcommands.
+
+    Help texts read as plain text (no reStructuredText backticks), whatever formatter a command
+    chose, and a mistyped subcommand, at any level, gets the closest known ones:
+    ``error: unknown command 'plugin' — did you mean 'plugins'?`` (exit status 2).
+    """
+
+    def _get_formatter(self) -> argparse.HelpFormatter:
+        return _plain_formatter(self.formatter_class)(prog=self.prog)
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        choices = action.choices
+        if isinstance(action, argparse._SubParsersAction) and choices is not None and value not in choices:
+            raise argparse.ArgumentError(None, unknown_command(str(value), choices))
+        super()._check_value(action, value)
 
 
 DISABLED_BY_CONFIG = "disabled via config"
@@ -149,7 +269,8 @@ def plugin_status(info: PluginInfo) -> str:
 
 
 def dump_json(data: Any) -> None:
-    print(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+    """Print ``data`` as indented JSON on the command's stdout (see :func:`output.emit_json`)."""
+    output.emit_json(data)
 
 
 # --------------------------------------------------------------------------- plugins info

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from . import output
 from .common import DISABLED_BY_CONFIG, DISABLED_FOR_RUN, NOT_ENABLED, dump_json, manifest_at
 
 if TYPE_CHECKING:
@@ -73,18 +74,18 @@ def doctor_command(args: argparse.Namespace) -> int:
             }
         )
         return 1 if errors else 0
-    print(f"hermes-kernel doctor: home {home}")
+    output.line(f"hermes-kernel doctor: home {home}", "heading")
     for finding in findings:
         tag = {"error": "[error]", "warning": "[warn] ", "info": "[info] "}[finding.level]
-        print(f"{tag} {finding.area} {finding.subject}: {finding.problem}")
+        output.line(f"{tag} {finding.area} {finding.subject}: {finding.problem}", finding.level)
         if finding.fix:
-            print(f"        fix: {finding.fix}")
+            output.line(f"        fix: {finding.fix}", "dim")
     enabled = sum(1 for p in plugins if p.enabled)
     if errors:
-        print(f"{errors} problem(s), {warnings} warning(s).")
+        output.line(f"{errors} problem(s), {warnings} warning(s).", "error")
     else:
         extra = f", {warnings} warning(s)" if warnings else ""
-        print(f"All is well: {enabled} plugin(s) enabled, {tools} tool(s){extra}.")
+        output.line(f"All is well: {enabled} plugin(s) enabled, {tools} tool(s){extra}.", "ok")
     return 1 if errors else 0
 
 
@@ -100,7 +101,11 @@ def diagnose(kernel: Kernel, environ: dict[str, str]) -> list[Finding]:
     provider_texts = {text for _slot, text in provider_problems}
     for problem in dict.fromkeys(kernel.problems):
         if problem not in provider_texts:
-            findings.append(Finding("error", "config", str(config_file), problem, f"edit {config_file}"))
+            # A problem its schema found (kernel.core.config.ConfigNote) carries its level and its fix.
+            level = getattr(problem, "level", "error")
+            fix = getattr(problem, "fix", "") or f"edit {config_file}"
+            text = str(problem).removeprefix("config.yaml: ") if hasattr(problem, "fix") else str(problem)
+            findings.append(Finding(level, "config", str(config_file), text, fix))
 
     for info in kernel.plugins:
         manifest = manifest_at(info.path)
@@ -154,8 +159,8 @@ def diagnose(kernel: Kernel, environ: dict[str, str]) -> list[Finding]:
                         "plugin",
                         subject,
                         f"disabled: requires {var.name}, which is not set" + (f" ({about})" if about else ""),
-                        f"set {var.name} in {env_file} (or run: hermes-kernel plugins install again without "
-                        "--no-input to be asked)",
+                        f"set {var.name} in {env_file} (a line {var.name}=...), or be asked for it by "
+                        "installing the plugin again: hermes-kernel plugins install SOURCE --force",
                     )
                 )
             continue

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import signal
 import sys
 from typing import Any
 
 from ..core.kernel import Kernel
+from . import output
+from .common import load
+
+#: How often ``gateway run`` looks whether the platforms have connected (for its progress line).
+CONNECT_POLL = 0.2
 
 
 def add_commands(commands: Any) -> None:
@@ -30,10 +34,10 @@ def add_commands(commands: Any) -> None:
 
 def gateway_status(args: argparse.Namespace) -> int:
     with Kernel() as kernel:
-        kernel.load()
+        load(kernel)
         rows = [row.to_dict() for row in kernel.gateway.status()]
     if args.json:
-        print(json.dumps(rows, indent=2))
+        output.emit_json(rows)
         return 0
     if not rows:
         print("No platform is registered (platform plugins live in plugins/platforms/<name>/).")
@@ -49,7 +53,7 @@ def gateway_status(args: argparse.Namespace) -> int:
 
 def gateway_run(args: argparse.Namespace) -> int:
     with Kernel() as kernel:
-        kernel.load()
+        load(kernel)
         gateway = kernel.gateway
         enabled = [
             r.name for r in gateway.status() if r.enabled and (not args.platform or r.name in args.platform)
@@ -63,13 +67,18 @@ def gateway_run(args: argparse.Namespace) -> int:
         print(f"hermes-kernel gateway: starting {', '.join(enabled)}; Ctrl-C to stop", flush=True)
         import asyncio
 
-        with contextlib.suppress(KeyboardInterrupt):
-            asyncio.run(_serve(gateway, args.platform))
+        with contextlib.suppress(KeyboardInterrupt), output.status(_connecting(enabled, [])) as progress:
+            asyncio.run(_serve(gateway, args.platform, enabled, progress))
     print("hermes-kernel gateway: stopped", flush=True)
     return 0
 
 
-async def _serve(gateway: Any, platforms: list[str] | None) -> None:
+def _connecting(waiting: list[str], problems: list[str]) -> str:
+    text = f"Connecting {', '.join(waiting)}"
+    return text + (f" ({'; '.join(problems)})" if problems else "")
+
+
+async def _serve(gateway: Any, platforms: list[str] | None, enabled: list[str], progress: Any) -> None:
     import asyncio
 
     loop = asyncio.get_running_loop()
@@ -78,4 +87,25 @@ async def _serve(gateway: Any, platforms: list[str] | None) -> None:
             loop.add_signal_handler(sig, gateway.stop)
         except (NotImplementedError, RuntimeError):  # pragma: no cover - not on this platform
             signal.signal(sig, lambda *_: gateway.stop())
-    await gateway.run(platforms)
+    watch = asyncio.create_task(_watch_connects(gateway, enabled, progress))
+    try:
+        await gateway.run(platforms)
+    finally:
+        watch.cancel()
+
+
+async def _watch_connects(gateway: Any, enabled: list[str], progress: Any) -> None:
+    """Keep the progress line saying which platforms are still connecting (and why they retry);
+    print one line when all are connected."""
+    import asyncio
+
+    while True:
+        rows = {row.name: row for row in gateway.status() if row.name in enabled}
+        waiting = [name for name in enabled if name in rows and not rows[name].connected]
+        if not waiting:
+            progress.stop()
+            print(f"hermes-kernel gateway: connected {', '.join(enabled)}", flush=True)
+            return
+        problems = [f"{name}: {rows[name].error}" for name in waiting if rows[name].error]
+        progress.update(_connecting(waiting, problems))
+        await asyncio.sleep(CONNECT_POLL)

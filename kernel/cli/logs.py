@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import re
@@ -13,6 +12,8 @@ from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from . import output
+
 if TYPE_CHECKING:
     pass
 
@@ -21,6 +22,11 @@ LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50}
 LEVEL_ALIASES = {"warn": "warning", "fatal": "critical", "exception": "error"}
 # A record of <home>/logs/agent.log: ``2026-01-02T03:04:05.678Z [warning  ] event key=value``.
 LOG_LINE = re.compile(r"^(?P<time>\S+)\s+\[(?P<level>[A-Za-z]+)\s*\]\s?(?P<rest>.*)$")
+# After the event: the logger's name in brackets (``[hermes_kernel.k1]``), then the ``key=value`` fields.
+_LOGGER = re.compile(r" \[(?P<logger>[\w.-]+)\](?= |$)")
+_KEY = re.compile(r"(?<![^ ])([A-Za-z_][\w.-]*)=")
+#: A field value longer than this is kept as the text shown, not parsed.
+FIELD_PARSE_LIMIT = 10_000
 FOLLOW_INTERVAL = 0.25
 
 
@@ -83,13 +89,79 @@ class _LogFilter:
             return None
         if not self.as_json:
             return line
+        record: dict[str, Any] = {"time": None, "level": level, "event": None, "logger": None, "fields": {}}
         if match:
-            rest = match["rest"]
-            return json.dumps(
-                {"time": match["time"], "level": level, "event": rest.split(" ", 1)[0], "text": line},
-                ensure_ascii=False,
-            )
-        return json.dumps({"time": None, "level": level, "event": None, "text": line}, ensure_ascii=False)
+            record.update(time=match["time"], **parse_record(match["rest"]))
+        record["text"] = line
+        return output.json_safe(json.dumps(record, ensure_ascii=False))
+
+
+def parse_record(rest: str) -> dict[str, Any]:
+    """``event [logger] key=value ...`` (what follows the level in agent.log) as ``event``, ``logger``
+    and ``fields``; a value is read as the Python literal it was written as, else kept as shown."""
+    logger = _LOGGER.search(rest)
+    if logger is not None:
+        event, tail = rest[: logger.start()], rest[logger.end() :]
+    else:
+        event, _, tail = rest.partition(" ")
+    return {"event": event or None, "logger": logger["logger"] if logger else None, "fields": _fields(tail)}
+
+
+def _fields(text: str) -> dict[str, Any]:
+    """``a=1 b='x y' c=[1, 2]``: each value runs to the next `` key=`` after its quotes or brackets."""
+    fields: dict[str, Any] = {}
+    key = _KEY.search(text)
+    while key is not None:
+        start = key.end()
+        following = _KEY.search(text, _value_end(text, start))
+        stop = following.start() if following is not None else len(text)
+        fields[key[1]] = _value(text[start:stop].strip())
+        key = following
+    return fields
+
+
+def _value_end(text: str, start: int) -> int:
+    """Where a quoted or bracketed value that starts at ``start`` ends (``start`` for any other)."""
+    opening = text[start : start + 1]
+    if not opening or opening not in "'\"([{":
+        return start
+    depth, quote, escaped = 0, "", False
+    for index in range(start, len(text)):
+        char = text[index]
+        if quote:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == quote:
+                quote = ""
+                if depth == 0:
+                    return index + 1
+        elif char in "'\"":
+            quote = char
+        elif char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth -= 1
+            if depth <= 0:
+                return index + 1
+    return len(text)
+
+
+def _value(shown: str) -> Any:
+    import ast
+
+    if not shown or len(shown) > FIELD_PARSE_LIMIT or shown[0] not in "'\"[({-0123456789TFN":
+        return shown
+    try:
+        value = ast.literal_eval(shown)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return shown
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError, RecursionError):  # a set, bytes, a complex number: the text shown
+        return shown
+    return value
 
 
 def logs_command(args: argparse.Namespace) -> int:
@@ -99,15 +171,15 @@ def logs_command(args: argparse.Namespace) -> int:
     keep = _LogFilter(args.level, args.json)
     position = 0
     if path.is_file():
-        last: deque[str] = deque(maxlen=args.lines)
+        last: deque[tuple[str, str | None]] = deque(maxlen=args.lines)
         with open(path, "rb") as handle:
             for raw in handle:
                 text = keep(raw.decode("utf-8", "replace").rstrip("\r\n"))
                 if text is not None:
-                    last.append(text)
+                    last.append((text, keep.level))
             position = handle.tell()
-        for text in last:
-            print(text)
+        for text, level in last:
+            _show(text, level, keep.as_json)
     else:
         print(
             f"No log yet: {path} does not exist. The kernel writes warnings and errors there "
@@ -116,9 +188,23 @@ def logs_command(args: argparse.Namespace) -> int:
     if not args.follow:
         return 0
     sys.stdout.flush()
-    with contextlib.suppress(KeyboardInterrupt):
+    try:
         _follow(path, position, keep)
+    except KeyboardInterrupt:
+        return 130  # stopped by Ctrl-C (SIGINT), as a shell reports it
     return 0
+
+
+_LEVEL_STYLES = {"debug": "debug", "warning": "warning", "error": "error", "critical": "critical"}
+
+
+def _show(text: str, level: str | None, as_json: bool, flush: bool = False) -> None:
+    """Print one line: in its level's colour on a colour terminal (JSON and plain text as they are)."""
+    if as_json or not output.mode().color:
+        print(text, flush=flush)
+        return
+    output.line(text, _LEVEL_STYLES.get(LEVEL_ALIASES.get(level or "", level or "")))
+    sys.stdout.flush()
 
 
 def _follow(path: Path, position: int, keep: _LogFilter) -> None:
@@ -142,7 +228,7 @@ def _follow(path: Path, position: int, keep: _LogFilter) -> None:
                 for raw in lines:
                     text = keep(raw.decode("utf-8", "replace").rstrip("\r"))
                     if text is not None:
-                        print(text, flush=True)
+                        _show(text, keep.level, keep.as_json, flush=True)
                 continue
             time.sleep(FOLLOW_INTERVAL)
             try:

@@ -38,7 +38,7 @@ def add_commands(plugin_actions: Any) -> None:
         description="Show one plugin: state, manifest, environment variables, tools, hooks, "
         "commands, skills, warnings and errors. Secret values are never shown.",
     )
-    info.add_argument("name", help="the plugin's name as in `plugins list`, or its manifest name")
+    info.add_argument("name", help="the plugin's name as in 'plugins list', or its manifest name")
     info.add_argument("--json", action="store_true", help="print a JSON object")
     info.set_defaults(handler=plugins_info)
 
@@ -49,7 +49,7 @@ def add_commands(plugin_actions: Any) -> None:
             description=f"{action.capitalize()} a discovered plugin: {verb} the plugins.disabled list "
             "of <home>/config.yaml (the rest of the file is kept). Running it twice changes nothing.",
         )
-        sub.add_argument("name", help="the plugin's name as in `plugins list`, or its manifest name")
+        sub.add_argument("name", help="the plugin's name as in 'plugins list', or its manifest name")
         sub.set_defaults(handler=plugins_enable if action == "enable" else plugins_disable)
 
 

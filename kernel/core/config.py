@@ -32,21 +32,27 @@ def resolve_home(home: str | os.PathLike[str] | None) -> Path:
 
 
 def load_config(
-    home: Path, override: Mapping[str, Any] | None, later: list[Callable[[], None]] | None = None
+    home: Path,
+    override: Mapping[str, Any] | None,
+    later: list[Callable[[], None]] | None = None,
+    *,
+    check: bool = False,
 ) -> tuple[dict[str, Any], list[str]]:
     """Read ``<home>/config.yaml`` and deep-merge ``override`` over it.
 
     Never raises: a missing file is an empty config; an unreadable or malformed
-    one is reported in the returned problem list and ignored.  A parse that
-    could not be remembered yet (no cache folder) leaves in ``later`` the call
-    that remembers it, for when the kernel writes its caches.
+    one is reported in the returned problem list and ignored.  With ``check``, the
+    file is also checked against its schema (:mod:`kernel.core.config_schema`):
+    each unknown key or wrong value is a :class:`ConfigNote` in the problem list.
+    A parse or a check that could not be remembered yet (no cache folder) leaves in
+    ``later`` the call that remembers it, for when the kernel writes its caches.
     """
     problems: list[str] = []
     data: dict[str, Any] = {}
     path = home / "config.yaml"
     if path.is_file():
         try:
-            loaded = _read_config(home, path, later)
+            loaded, notes = _read_config(home, path, later, check)
         except (OSError, UnicodeDecodeError) as exc:
             problems.append(f"{path}: cannot read the file ({exc}); using defaults")
         except ConfigYamlError as exc:
@@ -54,6 +60,7 @@ def load_config(
         else:
             if isinstance(loaded, dict):
                 data = loaded
+                problems.extend(notes)
             elif loaded is not None:
                 problems.append(
                     f"{path}: the top level must be a mapping, not {type(loaded).__name__}; using defaults"
@@ -74,22 +81,62 @@ class ConfigYamlError(ValueError):
     """``config.yaml`` is not valid YAML (the message says where)."""
 
 
-def _read_config(home: Path, path: Path, later: list[Callable[[], None]] | None) -> Any:
-    """The parsed ``config.yaml``; the same text as last time is answered from the cache."""
+class ConfigNote(str):
+    """A problem of ``config.yaml`` that its schema found: the message (this string), ``fix`` (what to
+    do, for ``doctor``) and ``level`` (``warning``: an unknown key; ``error``: a wrong value)."""
+
+    fix: str
+    level: str
+
+    def __new__(cls, message: str, fix: str = "", level: str = "warning") -> ConfigNote:
+        note = super().__new__(cls, message)
+        note.fix, note.level = fix, level
+        return note
+
+
+def _read_config(
+    home: Path, path: Path, later: list[Callable[[], None]] | None, check: bool = False
+) -> tuple[Any, list[ConfigNote]]:
+    """The parsed ``config.yaml`` (the same text as last time is answered from the cache), and what
+    its schema check found (also cached by content, so an unchanged file never imports jsonschema)."""
     text = read_bounded(path, MAX_CONFIG_BYTES, "config.yaml")
     digest = state.text_digest(text)
     hit, data = state.cached_config(home, digest)
-    if hit:
-        return data
-    import yaml
+    if not hit:
+        import yaml
 
+        try:
+            data = load_yaml(text)
+        except yaml.YAMLError as exc:
+            raise ConfigYamlError(yaml_problem(exc)) from None
+        if not state.remember_config(home, digest, data) and later is not None:
+            later.append(lambda: state.remember_config(home, digest, data))
+    if not check or not isinstance(data, dict):
+        return data, []
+    return data, _checked(home, path, digest, data, later)
+
+
+def _checked(
+    home: Path, path: Path, digest: str, data: dict[str, Any], later: list[Callable[[], None]] | None
+) -> list[ConfigNote]:
+    # The result depends on the text, on where the file is (the fixes name it) and on the schema.
+    schema_file = Path(__file__).with_name("config_schema.py")
     try:
-        data = load_yaml(text)
-    except yaml.YAMLError as exc:
-        raise ConfigYamlError(yaml_problem(exc)) from None
-    if not state.remember_config(home, digest, data) and later is not None:
-        later.append(lambda: state.remember_config(home, digest, data))
-    return data
+        stamp = f"{schema_file.stat().st_size}-{schema_file.stat().st_mtime_ns}"
+    except OSError:
+        stamp = "?"
+    key = f"{digest}:{stamp}:{path}"
+    found = state.cached_check(home, key)
+    if found is None:
+        try:
+            from .config_schema import check_config
+
+            found = check_config(data, str(path))
+        except Exception as exc:  # the check must never stop a start
+            return [ConfigNote(f"config.yaml: could not be checked against its schema ({exc!r:.200})")]
+        if not state.remember_check(home, key, found) and later is not None:
+            later.append(lambda: state.remember_check(home, key, found))
+    return [ConfigNote(message, fix, level) for message, fix, level in found]
 
 
 def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
@@ -101,6 +148,42 @@ def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str
         else:
             out[key] = copy.deepcopy(value)
     return out
+
+
+def plugin_names(
+    value: Any, key: str, where: str = "config.yaml"
+) -> tuple[list[str] | None, ConfigNote | None]:
+    """``plugins.<key>`` (``disabled`` or ``enabled``) as a list of plugin names, and what is wrong with it.
+
+    A list of strings is taken as it is.  A string is what the user meant as a list of its
+    comma-separated names (``disabled: calculator`` is ``[calculator]``): it is read so, with a
+    warning.  A list's entries that are not strings are left out, with a warning.  Anything else is
+    ignored (``None``), with an error.  ``where`` is the file named in the fix.
+    """
+    if isinstance(value, list):
+        bad = [v for v in value if not isinstance(v, str)]
+        names = [v for v in value if isinstance(v, str)]
+        if not bad:
+            return names, None
+        return names, ConfigNote(
+            f"config.yaml: 'plugins.{key}' must be a list of plugin names; {len(bad)} of its entries "
+            "are not names (a number, a mapping, ...) and are ignored",
+            f"write each entry of 'plugins.{key}' in {where} as a plugin name",
+        )
+    if isinstance(value, str):
+        names = [name.strip() for name in value.split(",") if name.strip()]
+        written = f"`{key}: [{', '.join(names)}]`"
+        return names, ConfigNote(
+            f"config.yaml: 'plugins.{key}' must be a list of plugin names, not a string (write it as "
+            f"{written}); it is read as that list",
+            f"write it as {written} in {where}",
+        )
+    kind = "a mapping" if isinstance(value, dict) else type(value).__name__
+    return None, ConfigNote(
+        f"config.yaml: 'plugins.{key}' must be a list of plugin names, not {kind}; ignored",
+        f"write it as a list in {where}, e.g. `{key}: [calculator]`",
+        "error",
+    )
 
 
 def read_dotenv(home: Path) -> dict[str, str]:

@@ -264,7 +264,8 @@ def _save_rows(cache: Path, signature: list[Any], groups: tuple[str, ...], rows:
         "groups": list(groups),
         "rows": [[g, ep.name, ep.value, version, summary] for g, ep, version, summary in rows],
     }
-    write_atomic(cache, json.dumps(data))
+    if cache.parent.is_dir():  # as the manifest cache: only into a folder a saved load made
+        write_atomic(cache, json.dumps(data))
 
 
 def merge_sources(groups: list[list[Candidate]], log: Any) -> tuple[dict[str, Candidate], list[Candidate]]:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from . import environ, hookspecs, state, watchdog
-from .config import load_config, read_dotenv, resolve_home, section, truthy
+from .config import load_config, plugin_names, read_dotenv, resolve_home, section, truthy
 from .discovery import (
     ENTRY_POINT_GROUPS,
     Candidate,
@@ -73,7 +73,9 @@ class Kernel(Loader):
         self._config_override = copy.deepcopy(dict(config)) if config else None
         # Caches to write once the kernel writes any (a constructed kernel writes nothing).
         self._remember: list[Callable[[], None]] = []
-        self.config, self.problems = load_config(self.home, config, self._remember)
+        #: Whether a load may make ``<home>/cache`` for its caches (a CLI printing only help says no).
+        self.write_caches = True
+        self.config, self.problems = load_config(self.home, config, self._remember, check=True)
         self.debug = truthy(os.environ.get("HERMES_PLUGINS_DEBUG"))
         self._namespace = self._claim_namespace()
         self._logging = KernelLogging(self.home, self.debug, self._namespace)
@@ -253,6 +255,9 @@ class Kernel(Loader):
     def _scan_sources(self) -> list[list[Candidate]]:
         """Every plugin candidate of every source, source by source (bundled, user, project, entry points)."""
         cache = self._manifests
+        if self.write_caches:
+            with contextlib.suppress(OSError):
+                cache.path.parent.mkdir(parents=True, exist_ok=True)
         groups = [
             scan_root(bundled_root(), "bundled", self.log, cache),
             scan_root(self.home / "plugins", "user", self.log, cache),
@@ -519,16 +524,21 @@ class Kernel(Loader):
         self.log.warning("config_problem", detail=problem)
 
     def _disabled_names(self) -> Choice:
-        """``plugins.disabled`` and, when config.yaml has it, ``plugins.enabled`` (Hermes' allow-list)."""
+        """``plugins.disabled`` and, when config.yaml has it, ``plugins.enabled`` (Hermes' allow-list).
+
+        A name written as a string (``disabled: calculator``) counts as a one-item list; what is
+        wrong with either is reported once (see :func:`~kernel.core.config.plugin_names`).
+        """
         choice = Choice(disabled=set(), enabled=None)
         for key in ("disabled", "enabled"):
             value = section(self.config, "plugins", key)
             if value is None:
                 continue
-            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-                self._config_problem(f"config.yaml: 'plugins.{key}' must be a list of plugin names; ignored")
-                continue
-            setattr(choice, key, set(value))
+            names, problem = plugin_names(value, key, str(self.home / "config.yaml"))
+            if problem is not None and problem not in self.problems:
+                self._config_problem(problem)
+            if names is not None:
+                setattr(choice, key, set(names))
         choice.for_run, choice.none = run_choice(self.environ)
         return choice
 

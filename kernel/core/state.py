@@ -22,6 +22,7 @@ from typing import Any
 STATE_FILE = Path("cache") / "plugins-state.json"
 MANIFESTS_FILE = Path("cache") / "manifests.json"
 CONFIG_FILE = Path("cache") / "config.json"
+CHECK_FILE = Path("cache") / "config-check.json"
 FORMAT = 1
 #: Bounds of the manifest cache: entries kept, and the size of the file read back.
 MAX_CACHED_MANIFESTS = 20_000
@@ -194,7 +195,8 @@ class ManifestCache:
             return
         kept = {k: v for k, v in entries.items() if k in self._used}
         self._entries, self._dirty = kept, False
-        write_atomic(self.path, json.dumps({"format": FORMAT, "entries": kept}))
+        if self.path.parent.is_dir():  # made by a command that saves its load, never by --help alone
+            write_atomic(self.path, json.dumps({"format": FORMAT, "entries": kept}))
 
 
 def _faithful(data: Any) -> bool:
@@ -228,6 +230,32 @@ def remember_config(home: Path, digest: str, data: Any) -> bool:
     # A config holding a credential is not copied anywhere: it is parsed at every start instead.
     if _faithful(data) and not _holds_secret(data):
         write_atomic(path, json.dumps({"format": FORMAT, "digest": digest, "data": data}))
+    return True
+
+
+def cached_check(home: Path, key: str) -> list[tuple[str, str, str]] | None:
+    """What the schema check found in a ``config.yaml`` checked before under ``key`` (``None``: never)."""
+    data = read_cache(home / CHECK_FILE)
+    if data is None or data.get("key") != key:
+        return None
+    found = data.get("found")
+    if not isinstance(found, list):
+        return None
+    out: list[tuple[str, str, str]] = []
+    for item in found:
+        if not (isinstance(item, list) and len(item) == 3 and all(isinstance(x, str) for x in item)):
+            return None
+        out.append((item[0], item[1], item[2]))
+    return out
+
+
+def remember_check(home: Path, key: str, found: list[tuple[str, str, str]]) -> bool:
+    """Keep what the schema check found for the next start (its messages name keys, never values), in a
+    cache folder that exists already; ``False`` when there is none yet."""
+    path = home / CHECK_FILE
+    if not path.parent.is_dir():
+        return False
+    write_atomic(path, json.dumps({"format": FORMAT, "key": key, "found": [list(f) for f in found]}))
     return True
 
 
