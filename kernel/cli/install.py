@@ -701,6 +701,21 @@ def _ask_env(home: Path, manifest: Manifest, *, no_input: bool) -> tuple[dict[st
     return answers, [v for v in missing if v.name not in answers]
 
 
+def _ask_package_env(home: Path, dist: Any, *, no_input: bool, stays: str) -> list[str] | None:
+    """Ask for the variables an installed package's manifest needs; the names still missing, or
+    ``None`` when the user aborted (nothing saved; the package ``stays`` installed or updated)."""
+    manifest = _dist_manifest(dist)
+    if manifest is None:
+        return []
+    try:
+        answers, still = _ask_env(home, manifest, no_input=no_input)
+    except _Aborted:
+        print(f"aborted: no variables saved (the package stays {stays})", file=sys.stderr)
+        return None
+    _report_env(home, answers)
+    return [v.name for v in still]
+
+
 def _report_env(home: Path, answers: dict[str, str]) -> None:
     if answers:
         print(f"saved {', '.join(answers)} to {home / '.env'} (mode 0600)")
@@ -1013,16 +1028,11 @@ def _install_pip(args: argparse.Namespace, requirement: str) -> int:
         _change_records(
             home, lambda records, key=key, record=record: records["packages"].__setitem__(key, record)
         )
-        manifest = _dist_manifest(dist)
-        if manifest is not None:
-            try:
-                answers, still = _ask_env(home, manifest, no_input=args.no_input)
-            except _Aborted:
-                print("aborted: no variables saved (the package stays installed)", file=sys.stderr)
-                return 130
-            _report_env(home, answers)
-            for ep in entry_points:
-                missing[ep.name] = [v.name for v in still]
+        still = _ask_package_env(home, dist, no_input=args.no_input, stays="installed")
+        if still is None:
+            return 130
+        for ep in entry_points:
+            missing[ep.name] = still
         targets += [(ep.name, "entrypoint", None) for ep in entry_points]
     if target:
         print(f"note: installed into {target}; the kernel finds it only when that directory is on PYTHONPATH")
@@ -1393,16 +1403,10 @@ def _update_package(home: Path, package: str, record: dict[str, Any], args: argp
         "updated_at": _now(),
     }
     _change_records(home, lambda records: records["packages"].__setitem__(package, new_record))
-    missing: dict[str, list[str]] = {}
-    manifest = _dist_manifest(dist)
-    if manifest is not None:
-        try:
-            answers, still = _ask_env(home, manifest, no_input=args.no_input)
-        except _Aborted:
-            print("aborted: no variables saved (the package stays updated)", file=sys.stderr)
-            return 130
-        _report_env(home, answers)
-        missing = {ep.name: [v.name for v in still] for ep in entry_points}
+    still = _ask_package_env(home, dist, no_input=args.no_input, stays="updated")
+    if still is None:
+        return 130
+    missing = {ep.name: still for ep in entry_points}
     report_outcome(
         [(ep.name, "entrypoint", None) for ep in entry_points],
         verb="updated",

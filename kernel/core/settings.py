@@ -675,36 +675,29 @@ def _take_lead(node: Any, key: Any) -> str:
 
 def _put_tail(node: Any, key: Any, lines: str) -> None:
     """Add comment lines after entry ``key`` of ``node`` (after its last nested entry, for a block)."""
-    from ruamel.yaml.error import CommentMark
-    from ruamel.yaml.tokens import CommentToken
-
     value = node[key]
     if _is_block(value):
         _put_tail(value, _last_key(value), lines)
         return
+    _append_comment(node, key, lines)
+
+
+def _entry_header(node: Any, key: Any) -> Callable[[str], None]:
+    """Where comment lines go that end up before the first entry of ``node[key]``: after ``key:``."""
+    return lambda lines: _append_comment(node, key, lines)
+
+
+def _append_comment(node: Any, key: Any, lines: str) -> None:
+    """Add comment ``lines`` to the comment ruamel.yaml keeps after ``key:`` in ``node``."""
+    from ruamel.yaml.error import CommentMark
+    from ruamel.yaml.tokens import CommentToken
+
     entry = node.ca.items.setdefault(key, [None, None, None, None])
     token = entry[_slot(node)]
     if token is None:
         entry[_slot(node)] = CommentToken("\n" + lines, CommentMark(0), None)
     else:
         token.value = (token.value if token.value.endswith("\n") else token.value + "\n") + lines
-
-
-def _entry_header(node: Any, key: Any) -> Callable[[str], None]:
-    """Where comment lines go that end up before the first entry of ``node[key]``: after ``key:``."""
-
-    def put(lines: str) -> None:
-        from ruamel.yaml.error import CommentMark
-        from ruamel.yaml.tokens import CommentToken
-
-        entry = node.ca.items.setdefault(key, [None, None, None, None])
-        token = entry[_slot(node)]
-        if token is None:
-            entry[_slot(node)] = CommentToken("\n" + lines, CommentMark(0), None)
-        else:
-            token.value = (token.value if token.value.endswith("\n") else token.value + "\n") + lines
-
-    return put
 
 
 def _same(a: Any, b: Any) -> bool:
