@@ -109,6 +109,19 @@ def test_enable_keeps_a_flow_list_flow_and_a_commented_out_line(home: Path, bund
     assert after.splitlines()[2:] == ["  # enabled: [weather]", "model: {provider: x}"]
 
 
+def test_enable_and_disable_read_a_string_list_as_the_kernel_does(home: Path, bundled: Path) -> None:
+    """``disabled: calculator, weather`` (a string) is what the kernel applies as two names; the verbs
+    read it the same way and write a proper list back, comment kept, instead of refusing the file."""
+    write_plugin(home / "plugins", "weather")
+    write_plugin(home / "plugins", "calculator")
+    (home / "config.yaml").write_text("plugins:\n  disabled: calculator, weather  # both\n", encoding="utf-8")
+    result = run(home, "plugins", "enable", "weather")
+    assert result.returncode == 0, result.stderr
+    after = (home / "config.yaml").read_text(encoding="utf-8")
+    assert read(home)["plugins"]["disabled"] == ["calculator"] and "# both" in after
+    assert run(home, "plugins", "disable", "calculator").stdout.startswith("'calculator' is already disabled")
+
+
 def test_enabling_the_last_disabled_plugin_leaves_an_empty_list_and_the_comments(
     home: Path, bundled: Path
 ) -> None:

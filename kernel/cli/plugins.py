@@ -6,7 +6,7 @@ import argparse
 import os
 from typing import TYPE_CHECKING, Any
 
-from ..core.config import read_dotenv, section
+from ..core.config import plugin_names, read_dotenv, section
 from ..core.discovery import (
     Candidate,
 )
@@ -313,10 +313,13 @@ def _set_disabled(name: str, *, disable: bool) -> int:
         lists = {}
         for list_key in ("disabled", "enabled"):
             current = plugins.get(list_key)
-            if current is not None and (
-                not isinstance(current, list) or not all(isinstance(v, str) for v in current)
-            ):
-                raise ValueError(f"{path}: 'plugins.{list_key}' is not a list of names; fix it by hand first")
+            if current is not None:
+                # Read as the kernel reads it (``disabled: calculator`` is one name), written back as a list.
+                current, _note = plugin_names(current, list_key)
+                if current is None:
+                    raise ValueError(
+                        f"{path}: 'plugins.{list_key}' is not a list of names; fix it by hand first"
+                    )
             lists[list_key] = current
         done.clear()
         disabled, allowed = lists["disabled"] or [], lists["enabled"]
