@@ -429,7 +429,13 @@ def test_enable_and_disable_errors(home, env):
     assert not (home / "config.yaml").exists()
     failed(run(env, "plugins", "enable", "nothing-like-it"))
 
+    # A string is read as the kernel reads it (one name): already disabled, nothing written.
     write_config(home, {"plugins": {"disabled": "weather"}, "keep": 1})
+    before = (home / "config.yaml").read_bytes()
+    assert "already disabled" in ok(run(env, "plugins", "disable", "weather")).stdout
+    assert (home / "config.yaml").read_bytes() == before
+    # A value that is no list of names at all is refused, the file untouched.
+    write_config(home, {"plugins": {"disabled": {"weather": True}}, "keep": 1})
     before = (home / "config.yaml").read_bytes()
     result = failed(run(env, "plugins", "disable", "weather"))
     assert "plugins.disabled" in result.stderr
