@@ -89,3 +89,30 @@ def test_no_plugins_and_a_listing_that_follows_the_run(
 def test_disable_without_a_name_is_a_usage_error(home: Path, bundled: Path) -> None:
     proc = cli(home, bundled, "plugins", "list", "--disable")
     assert proc.returncode == 2 and "--disable needs a plugin name" in proc.stderr
+
+
+FEEDS = """
+def setup(parser):
+    parser.add_argument("--disable", action="append", default=[])
+
+def run(args):
+    print("feeds disable:", ",".join(args.disable))
+    return 0
+
+def register(ctx):
+    ctx.register_cli_command("feeds", "manage feeds", setup, run)
+"""
+
+
+def test_after_a_plugins_command_name_the_option_is_that_commands_own(
+    plugin_dir: Callable[..., Path], home: Path, bundled: Path
+) -> None:
+    """``--disable`` before a plugin's command switches a plugin off; after the command's name it is the
+    command's own option (a plugin may have one of that name)."""
+    setup(plugin_dir)
+    plugin_dir("feeds", FEEDS)
+    proc = cli(home, bundled, "--disable", "alpha", "feeds", "--disable", "rss")
+    assert proc.returncode == 0, proc.stderr
+    assert "feeds disable: rss" in proc.stdout
+    listed = cli(home, bundled, "plugins", "list", "--json", "--disable", "alpha")
+    assert {p["name"]: p["enabled"] for p in json.loads(listed.stdout)}.get("alpha") is not True

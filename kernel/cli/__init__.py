@@ -26,8 +26,8 @@ HELP_OPTIONS = ("-h", "--help")
 
 def main(argv: Sequence[str] | None = None) -> int:
     output.setup_streams()
-    argv = _take_run_options(list(sys.argv[1:] if argv is None else argv))
     parser, commands = _parser()
+    argv = _take_run_options(list(sys.argv[1:] if argv is None else argv), set(commands.choices))
     kernel: Kernel | None = None
     argv, no_color = _take_no_color(argv)
     output.configure(no_color=no_color)
@@ -178,14 +178,21 @@ def _run_plugin_command(command: CliCommand, args: argparse.Namespace) -> int:
     return result if isinstance(result, int) and not isinstance(result, bool) else 0
 
 
-def _take_run_options(argv: list[str]) -> list[str]:
-    """Apply and remove the options that switch plugins off for this run, wherever they stand:
-    ``--disable NAME`` (repeatable, or ``--disable=a,b``) and ``--no-plugins``, as
-    ``HERMES_DISABLE_PLUGINS`` / ``HERMES_NO_PLUGINS`` (so that every kernel of the run sees them)."""
+def _take_run_options(argv: list[str], builtins: set[str]) -> list[str]:
+    """Apply and remove the options that switch plugins off for this run: ``--disable NAME``
+    (repeatable, or ``--disable=a,b``) and ``--no-plugins``, as ``HERMES_DISABLE_PLUGINS`` /
+    ``HERMES_NO_PLUGINS`` (so that every kernel of the run sees them).
+
+    They are taken wherever they stand in a command of the kernel's own; after the name of a
+    plugin's command they are that command's own options, left to it."""
     rest: list[str] = []
     names: list[str] = []
     args = iter(argv)
+    command: str | None = None
     for arg in args:
+        if command is not None and command not in builtins:
+            rest.append(arg)
+            continue
         if arg == "--":
             rest.append(arg)
             rest.extend(args)
@@ -201,6 +208,8 @@ def _take_run_options(argv: list[str]) -> list[str]:
         elif arg.startswith("--disable="):
             names.append(arg.partition("=")[2])
         else:
+            if command is None and not arg.startswith("-"):
+                command = arg
             rest.append(arg)
     if names:
         given = [n for n in os.environ.get(DISABLE_VARIABLE, "").split(",") if n.strip()]
