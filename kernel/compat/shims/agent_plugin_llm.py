@@ -21,6 +21,7 @@ with an OpenAI-shaped ``response``; no kernel is needed for it.
 
 from __future__ import annotations
 
+import abc
 import sys
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -66,8 +67,9 @@ _MAX_FRAMES = 64
 class _Block(Mapping[str, Any]):
     """An input block that also reads as the dict ``ctx.llm.complete_structured`` takes."""
 
+    @abc.abstractmethod
     def _fields(self) -> dict[str, Any]:
-        raise NotImplementedError
+        """The block as the plain dict ``ctx.llm`` reads."""
 
     def __getitem__(self, key: str) -> Any:
         return self._fields()[key]
