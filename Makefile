@@ -5,7 +5,8 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
 # What the tests use beyond Python, all inside .venv: the reference MCP filesystem server, from the npm
-# registry (pinned), and espeak-ng (speech) and ngircd (the IRC adapter), from Debian's packages.
+# registry (pinned), and espeak-ng (speech), ngircd (the IRC adapter) and redis-server (the gateway's
+# store), from Debian's packages.
 NODE_DIR := $(VENV)/node
 MCP_FS   := $(NODE_DIR)/node_modules/@modelcontextprotocol/server-filesystem/package.json
 MCP_FS_VERSION := 2026.8.31
@@ -14,9 +15,13 @@ MCP_FS_VERSION := 2026.8.31
 # installed system-wide, no maintainer script run, no service enabled or started. Anything else they need
 # that this machine lacks (what `apt-get --simulate install` would add) is unpacked there too.
 # .venv/debs/bin has wrappers that run DEBS_BINS with the libraries and data unpacked beside them.
+# redis-server needs redis-tools: Debian's usr/bin/redis-server (redis-server's package) is a symlink to
+# redis-check-rdb (redis-tools'), one binary that picks its mode from the name it is run by, so the wrapper
+# runs the symlink (by the name redis-server), never redis-check-rdb by its own name.
 DEBS_DIR   := $(VENV)/debs
 DEBS       := espeak-ng libespeak-ng1 espeak-ng-data libpcaudio0 libsonic0 ngircd libident
-DEBS_BINS  := usr/bin/espeak-ng usr/sbin/ngircd
+DEBS       += redis-server redis-tools libjemalloc2 liblzf1
+DEBS_BINS  := usr/bin/espeak-ng usr/sbin/ngircd usr/bin/redis-server
 DEBS_STAMP := $(DEBS_DIR)/.installed
 APT_ARCHIVES := /var/cache/apt/archives
 # Published Hermes plugins for tests/compat (pinned in tests/compat/requirements.txt).

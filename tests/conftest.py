@@ -12,16 +12,19 @@ import time
 import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import yaml
 
 from kernel import Kernel
 
+if TYPE_CHECKING:  # imported by the fixture: the redis package is for the tests that use it
+    from redis_server import RedisServer
+
 REPO = Path(__file__).resolve().parent.parent
 
-#: The Debian packages the tests run (espeak-ng, ngircd), unpacked here by ``make test-deps``
+#: The Debian packages the tests run (espeak-ng, ngircd, redis-server), unpacked here by ``make test-deps``
 #: (``apt-get download`` + ``dpkg -x``: nothing installed outside the project's folder).
 DEBS = REPO / ".venv" / "debs"
 #: Wrappers that run the unpacked programs with the libraries and data unpacked beside them.
@@ -218,3 +221,13 @@ def evict_package(package: str) -> None:
     """Forget ``package`` and its submodules, so that the next import runs them again."""
     for name in [n for n in sys.modules if n == package or n.startswith(package + ".")]:
         del sys.modules[name]
+
+
+@pytest.fixture(scope="module")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """A real redis-server on 127.0.0.1 and a random port, for the module (``tests/redis_server.py``):
+    its data in a temporary folder, append-only file on; stopped after the module's last test."""
+    from redis_server import RedisServer
+
+    with RedisServer(tmp_path_factory.mktemp("redis")) as server:
+        yield server

@@ -2,10 +2,10 @@
 
 The Makefile is read, not run: every recipe ``make test`` depends on is checked for a system install
 (``sudo``, ``apt-get install``, ``dpkg -i``, ``pip --user``, ``npm -g``) and for a service enabled or started
-(``systemctl``, ``service``, ``update-rc.d``).  The Debian packages the tests run (espeak-ng, ngircd) are
-unpacked by ``make test-deps`` into ``.venv/debs`` (``apt-get download`` + ``dpkg -x``); the tests here run
-them and read ``/proc`` to show that the program and every library unpacked beside it come from there, and
-that the tests (and the commands they start) find them before the system's.
+(``systemctl``, ``service``, ``update-rc.d``).  The Debian packages the tests run (espeak-ng, ngircd,
+redis-server) are unpacked by ``make test-deps`` into ``.venv/debs`` (``apt-get download`` + ``dpkg -x``);
+the tests here run them and read ``/proc`` to show that the program and every library unpacked beside it
+come from there, and that the tests (and the commands they start) find them before the system's.
 """
 
 from __future__ import annotations
@@ -24,15 +24,19 @@ from pathlib import Path
 
 import pytest
 from conftest import DEBS, DEBS_BIN, REPO, find_program
+from redis_server import RedisServer
 
 MAKEFILE = REPO / "Makefile"
 README = REPO / "README.md"
 DEADLINE = 20.0  # seconds to wait for a program to start (a hang guard, not a measure)
 
 # The programs make test-deps unpacks: where each is in its package, and what its --version prints.
+# Debian's usr/bin/redis-server is a symlink to redis-check-rdb (of redis-tools), which runs as the server
+# when it is run by that name.
 PROGRAMS = {
     "espeak-ng": ("usr/bin/espeak-ng", "eSpeak NG text-to-speech"),
     "ngircd": ("usr/sbin/ngircd", "ngIRCd 2"),
+    "redis-server": ("usr/bin/redis-server", "Redis server v=7."),
 }
 
 
@@ -243,7 +247,7 @@ def assert_runs_from_the_projects_folder(pid: int, name: str) -> None:
     loaded from there, not from the system."""
     debs = DEBS.resolve()
     exe = Path(os.readlink(f"/proc/{pid}/exe"))
-    assert exe == debs / PROGRAMS[name][0], exe
+    assert exe == (debs / PROGRAMS[name][0]).resolve(), exe  # the file a symlink (redis-server's) names
     maps = Path(f"/proc/{pid}/maps").read_text(encoding="utf-8").splitlines()
     mapped = {Path(cols[5]) for cols in (line.split(None, 5) for line in maps) if len(cols) == 6}
     ours = {p.name for p in debs.rglob("*.so*")}
@@ -336,6 +340,18 @@ def test_a_running_ngircd_is_the_unpacked_one(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=DEADLINE)
+
+
+def test_a_running_redis_server_is_the_unpacked_one(tmp_path: Path) -> None:
+    unpacked("redis-server")
+    with RedisServer(tmp_path) as server:  # answering PING: loaded and running as the server
+        assert server.pid is not None
+        assert_runs_from_the_projects_folder(server.pid, "redis-server")
+        # Run by the symlink's name (redis decides from argv[0] what it is), as the wrapper does: the server
+        # rewrites its command line into its title, argv[0] then the address it listens on.
+        title = Path(f"/proc/{server.pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().split()
+        assert title[:2] == [str(DEBS / PROGRAMS["redis-server"][0]), f"127.0.0.1:{server.port}"], title
+        assert server.client().info("server")["redis_mode"] == "standalone"
 
 
 def test_the_stamp_records_the_packages_it_was_made_from() -> None:
