@@ -6,14 +6,21 @@ The script is a YAML list; each item is one assistant turn, either
 * a mapping with ``text`` and/or ``tool_calls``, a list of ``{name, arguments}``
   (``arguments``: a mapping, JSON-encoded for the call; a JSON object text is
   taken as it is; absent means ``{}``).  Tool call ids are ``call_<n>``,
-  numbered from 1 across the whole script.
+  numbered from 1 across the whole script.  A mapping may also carry
+  ``delay_s``, a number of seconds from 0 to 3600 (an int or a float; not a
+  boolean, NaN or infinity; null or absent means no delay): the call that plays
+  the turn waits that long, after the ``pre_api_request`` hook and before the
+  ``post_api_request`` one, as a slow model would.  The wait holds no lock, so
+  calls from several threads (or tasks) wait side by side.  ``delay_s`` alone
+  is not a turn: it still needs ``text`` and/or ``tool_calls``.
 
 Each ``complete`` / ``acomplete`` call returns the next turn, whatever the
 messages say.  Once every turn has been played, every further call returns a
-reply that says so (finish reason ``"script_exhausted"``): the scripted model
-never makes anything up.  The script is read and checked when the transport is
-made; a missing file, bad YAML (with its line and column), a script that is not
-a list, or a malformed turn raises :class:`ProviderError` naming the file.
+reply that says so (finish reason ``"script_exhausted"``), without delay: the
+scripted model never makes anything up.  The script is read and checked when
+the transport is made; a missing file, bad YAML (with its line and column), a
+script that is not a list, or a malformed turn (a bad ``delay_s`` among them)
+raises :class:`ProviderError` naming the file (and the turn, for a bad one).
 
 Usage is a rough count: ``input_tokens`` is the number of whitespace-separated
 words in the text of the messages sent, ``output_tokens`` the number of words
@@ -24,8 +31,11 @@ and ``base_url`` None.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import math
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -37,7 +47,9 @@ from .results import ChatResult, ProviderError, ToolCall, Usage
 
 __all__ = ["ScriptedTransport"]
 
-_TURN_KEYS = {"text", "tool_calls"}
+_TURN_KEYS = {"text", "tool_calls", "delay_s"}
+# The longest wait a turn may ask for, in seconds.
+MAX_DELAY_S = 3600
 _CALL_KEYS = {"name", "arguments", "id"}
 
 
@@ -61,6 +73,8 @@ class ScriptedTransport(MiddlewareCalls):
         self.base_url: str | None = None
         self._next = 0
         self._lock = threading.Lock()
+        # The wait of each turn that has one, by the turn's index in ``turns``.
+        self._delays: dict[int, float] = {}
         self.turns: list[ChatResult] = self._load()
 
     def __repr__(self) -> str:
@@ -99,6 +113,9 @@ class ScriptedTransport(MiddlewareCalls):
             where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
             problem = getattr(exc, "problem", None) or str(exc)
             raise self._fail(f"is not valid YAML{where}: {problem}") from None
+        except (ValueError, RecursionError) as exc:
+            # An integer too long to convert, collections nested too deep for the loader.
+            raise self._fail(f"cannot be loaded ({type(exc).__name__}: {str(exc)[:200]})") from None
         if data is None:
             raise self._fail("is empty; expected a YAML list of assistant turns")
         if not isinstance(data, list):
@@ -106,13 +123,17 @@ class ScriptedTransport(MiddlewareCalls):
         turns: list[ChatResult] = []
         counter = [0]
         for index, item in enumerate(data, start=1):
-            turns.append(self._turn(index, item, counter))
+            turn, delay = self._turn(index, item, counter)
+            if delay:
+                self._delays[len(turns)] = delay
+            turns.append(turn)
         return turns
 
-    def _turn(self, index: int, item: Any, counter: list[int]) -> ChatResult:
+    def _turn(self, index: int, item: Any, counter: list[int]) -> tuple[ChatResult, float]:
+        """The turn numbered ``index`` (from 1) and its delay in seconds (0 for none)."""
         where = f"turn {index}"
         if isinstance(item, str):
-            return self._result(item, [], "stop")
+            return self._result(item, [], "stop"), 0.0
         if not isinstance(item, dict):
             raise self._fail(
                 f"{where} must be a string (the reply) or a mapping with 'text' and/or 'tool_calls', "
@@ -120,9 +141,12 @@ class ScriptedTransport(MiddlewareCalls):
             )
         unknown = sorted(str(k) for k in item if k not in _TURN_KEYS)
         if unknown:
-            raise self._fail(f"{where} has unknown key(s) {', '.join(unknown)} (allowed: text, tool_calls)")
+            raise self._fail(
+                f"{where} has unknown key(s) {', '.join(unknown)} (allowed: text, tool_calls, delay_s)"
+            )
         if "text" not in item and "tool_calls" not in item:
             raise self._fail(f"{where} needs 'text' and/or 'tool_calls'")
+        delay = self._delay(where, item.get("delay_s"))
         text = item.get("text")
         if text is None:
             text = ""
@@ -136,7 +160,21 @@ class ScriptedTransport(MiddlewareCalls):
         calls = []
         for number, raw in enumerate(raw_calls, start=1):
             calls.append(self._call(f"{where}, tool call {number}", raw, counter))
-        return self._result(text, calls, "tool_calls" if calls else "stop")
+        return self._result(text, calls, "tool_calls" if calls else "stop"), delay
+
+    def _delay(self, where: str, value: Any) -> float:
+        """``delay_s`` checked: seconds from 0 to :data:`MAX_DELAY_S`, finite; None means 0."""
+        if value is None:
+            return 0.0
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if (isinstance(value, int) or math.isfinite(value)) and 0 <= value <= MAX_DELAY_S:
+                return float(value)
+            shown = repr(value) if isinstance(value, float) or abs(value) < 10**30 else "a huge number"
+        else:
+            shown = f"a {_kind(value)}"
+        raise self._fail(
+            f"{where}: 'delay_s' must be a number of seconds from 0 to {MAX_DELAY_S}, not {shown}"
+        )
 
     def _call(self, where: str, raw: Any, counter: list[int]) -> ToolCall:
         if not isinstance(raw, dict):
@@ -196,12 +234,18 @@ class ScriptedTransport(MiddlewareCalls):
 
     # -- playing --------------------------------------------------------------------
 
-    def _take(self, messages: Sequence[Mapping[str, Any]]) -> ChatResult:
+    def _take(self, messages: Sequence[Mapping[str, Any]]) -> tuple[ChatResult, float]:
+        """The next turn, as a fresh result, and how long to wait before returning it.
+
+        The lock is held only to take the index: the caller waits outside it.
+        """
         with self._lock:
             index = self._next
             self._next += 1
+        delay = 0.0
         if index < len(self.turns):
             turn = self.turns[index]
+            delay = self._delays.get(index, 0.0)
         else:
             count = len(self.turns)
             turn = self._result(
@@ -223,7 +267,7 @@ class ScriptedTransport(MiddlewareCalls):
             "completion_tokens": usage.output_tokens,
             "total_tokens": usage.total_tokens,
         }
-        return ChatResult(
+        result = ChatResult(
             text=turn.text,
             tool_calls=[ToolCall(c.id, c.name, c.arguments) for c in turn.tool_calls],
             usage=usage,
@@ -232,6 +276,7 @@ class ScriptedTransport(MiddlewareCalls):
             finish_reason=turn.finish_reason,
             raw=raw,
         )
+        return result, delay
 
     def _request(
         self,
@@ -279,7 +324,7 @@ class ScriptedTransport(MiddlewareCalls):
         extra_body: Mapping[str, Any] | None = None,
         **context: Any,
     ) -> ChatResult:
-        """The next scripted turn (the other arguments are only shown to the hooks)."""
+        """The next scripted turn, after its ``delay_s`` (the other arguments are only shown to the hooks)."""
         call = self._api_call(
             self._request(messages, tools, temperature, max_tokens, extra_body),
             session_id,
@@ -287,7 +332,9 @@ class ScriptedTransport(MiddlewareCalls):
             context.get("turn_id"),
         )
         fire(self.hooks, call.pre())
-        result = self._take(messages)
+        result, delay = self._take(messages)
+        if delay:
+            time.sleep(delay)
         fire(self.hooks, call.post(result))
         return result
 
@@ -303,7 +350,7 @@ class ScriptedTransport(MiddlewareCalls):
         extra_body: Mapping[str, Any] | None = None,
         **context: Any,
     ) -> ChatResult:
-        """As :meth:`complete`, awaiting async hook callbacks."""
+        """As :meth:`complete`, awaiting async hook callbacks and the turn's ``delay_s``."""
         call = self._api_call(
             self._request(messages, tools, temperature, max_tokens, extra_body),
             session_id,
@@ -311,7 +358,9 @@ class ScriptedTransport(MiddlewareCalls):
             context.get("turn_id"),
         )
         await afire(self.hooks, call.pre())
-        result = self._take(messages)
+        result, delay = self._take(messages)
+        if delay:
+            await asyncio.sleep(delay)
         await afire(self.hooks, call.post(result))
         return result
 
