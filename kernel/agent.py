@@ -577,6 +577,18 @@ class AgentSession:
             "session:end", {"platform": self.platform, "session_id": self.session_id, "reason": reason}
         )
 
+    def release(self) -> None:
+        """Let go of the session without ending it: no hook fires, and it runs no more turns here.
+
+        For a host that keeps the conversation elsewhere (the gateway's session store) and goes on
+        with it in another :class:`AgentSession` — in this process, another, or after a restart.
+        """
+        if self.closed:
+            return
+        self.closed = True
+        self.kernel._agent_sessions.discard(self)
+        self.kernel._drop_injected(self.session_id)
+
     # -- what the host reports to the memory ------------------------------------------
 
     def delegate(

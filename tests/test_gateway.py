@@ -701,7 +701,12 @@ def test_gateway_status_on_the_command_line(hermes: Path, monkeypatch: pytest.Mo
 
     proc = subprocess.run([*CLI, "gateway", "status", "--json"], env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    rows = {row["name"]: row for row in json.loads(proc.stdout)}
+    status = json.loads(proc.stdout)
+    # Without gateway.broker: no broker, and the conversations in the home's SQLite file.
+    assert status["broker"] is None
+    assert status["sessions"] == {"store": "sqlite", "path": str(hermes / "gateway" / "sessions.db")}
+    assert not (hermes / "gateway").exists(), "status must not create the session store"
+    rows = {row["name"]: row for row in status["platforms"]}
     assert rows["alpha"]["enabled"] is True and rows["alpha"]["source"] == "config"
     assert rows["beta"]["enabled"] is True and rows["beta"]["source"] == "env"
     assert rows["gamma"]["enabled"] is False and "gateway.platforms.gamma.enabled" in rows["gamma"]["reason"]
@@ -1267,13 +1272,17 @@ def test_one_turn_at_a_time_per_chat_and_the_gateway_runs_again_after_stop(
     hermes: Path, kernels: Callable[..., Kernel], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Two messages sent together in one chat are answered in order, the second seeing the first;
-    then the same kernel's gateway is stopped and run again on a new event loop, and does the same."""
+    then the same kernel's gateway is stopped and run again on a new event loop, and does the same —
+    going on with the conversation kept in the session store (sessions.db), under a new session id
+    since the stop finalized the first."""
     platform_plugin(hermes, "linechat", env_var="LINECHAT_PORT")  # enabled by $LINECHAT_PORT
     k = kernels(hermes, chat_config(hermes, ["First.", "Second.", "Third.", "Fourth."], {}))
     recorder = HookRecorder().attach(k)
     k.register(TurnGate(), name="turn-gate")
 
-    async def one_run(words: tuple[str, str], replies: tuple[str, str]) -> None:
+    ids: list[str] = []
+
+    async def one_run(words: tuple[str, str], replies: tuple[str, str], before: list[str]) -> None:
         server = await ChatServer().start()
         monkeypatch.setenv("LINECHAT_PORT", str(server.port))
         task = await start_gateway(k, ("linechat", server))
@@ -1285,16 +1294,19 @@ def test_one_turn_at_a_time_per_chat_and_the_gateway_runs_again_after_stop(
             assert [(r["text"], r["reply_to"]) for r in got] == [(replies[0], "m1"), (replies[1], "m2")]
             session = k.gateway.sessions[("linechat", "#q")]
             assert session.turns == 2
+            ids.append(session.session_id)
             last = request_messages(recorder)[-1]
-            assert [m["content"] for m in last[1:]] == [words[0], replies[0], words[1]]
+            assert [m["content"] for m in last[1:]] == [*before, words[0], replies[0], words[1]]
         finally:
             client.close()
             await stop_gateway(k, task)
             await server.close()
 
-    run(one_run(("a", "b"), ("First.", "Second.")))
+    run(one_run(("a", "b"), ("First.", "Second."), []))
     assert k.gateway.sessions == {}
-    run(one_run(("c", "d"), ("Third.", "Fourth.")))
+    assert (hermes / "gateway" / "sessions.db").is_file()
+    run(one_run(("c", "d"), ("Third.", "Fourth."), ["a", "First.", "b", "Second."]))
+    assert ids[0] != ids[1]
 
 
 @pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])

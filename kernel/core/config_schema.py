@@ -248,12 +248,62 @@ _IRC = _mapping(
     expected="a mapping of the IRC adapter's settings (see docs/irc.md)",
 )
 
+_BROKER = _mapping(
+    {
+        "url": _text("a URL (redis://host:6379/0)", "url: redis://127.0.0.1:6379/0"),
+        "prefix": {
+            "type": ["string", "null"],
+            "pattern": r"^[A-Za-z0-9_.\-]{1,64}$",
+            "x-expected": "1 to 64 letters, digits, '_', '.' or '-'",
+            "x-example": "prefix: hermes",
+        },
+        "claim_after": {
+            "type": ["number", "null"],
+            "minimum": 0.1,
+            "maximum": 86400,
+            "x-expected": "seconds from 0.1 to 86400",
+            "x-example": "claim_after: 30",
+        },
+        "max_pending": {
+            "type": ["integer", "null"],
+            "minimum": 1,
+            "x-expected": "a whole number of at least 1",
+            "x-example": "max_pending: 10000",
+        },
+    },
+    expected="a mapping (url, prefix, claim_after, max_pending)",
+)
+
 _GATEWAY = _mapping(
     {
         "platforms": _mapping(
             {"irc": _IRC},
             values=OWNED,  # another platform's section is read by its adapter
             expected="a mapping of platform names to their settings",
+        ),
+        "broker": _BROKER,
+        "sessions": _mapping(
+            {
+                "store": {
+                    "enum": ["sqlite", "redis", None],
+                    "x-expected": "sqlite or redis",
+                    "x-example": "store: sqlite",
+                },
+                "path": _text("a file name (under the home)", "path: gateway/sessions.db"),
+            },
+            expected="a mapping (store, path)",
+        ),
+        "worker": _mapping(
+            {
+                "concurrency": {
+                    "type": ["integer", "null"],
+                    "minimum": 1,
+                    "maximum": 1024,
+                    "x-expected": "a whole number from 1 to 1024",
+                    "x-example": "concurrency: 4",
+                }
+            },
+            expected="a mapping (concurrency)",
         ),
     },
     hermes=_words(

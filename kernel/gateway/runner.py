@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import tenacity
@@ -34,18 +36,25 @@ from ..core.config import section
 from ..core.hooks import Request, describe, plain_text, propagates
 from ..core.services import serviceimpl
 from .base import BasePlatformAdapter, MessageEvent, SendResult
+from .broker import FAILED_REPLY, Broker, BrokerError, BrokerSettings, chat_key
 from .config import Platform, PlatformConfig
 from .registry import GatewayError, PlatformSpec
+from .sessions import SessionState, SessionStore, SessionStoreError, SqliteSessionStore
 
 if TYPE_CHECKING:
     from ..agent import AgentSession
     from ..core.kernel import Kernel
+    from .worker import Worker
 
 BACKOFF_FIRST = 1.0
 BACKOFF_MAX = 60.0
 WATCH_INTERVAL = 1.0  # how often a connected adapter's is_connected is checked
 CONNECT_TIMEOUT = 60.0  # a connect() that takes longer counts as failed (and is retried)
 DRAIN_TIMEOUT = 30.0  # how long shutdown waits for the turns in progress
+ROLES = ("all", "ingress", "worker")
+DEFAULT_CONCURRENCY = 4  # turns a worker runs at once (gateway.worker.concurrency)
+#: Sessions a worker keeps in memory between its chats' turns (their state is in the store).
+WORKER_SESSION_CACHE = 1024
 
 
 @dataclass
@@ -73,11 +82,19 @@ class Gateway:
         self.adapters: dict[str, BasePlatformAdapter] = {}
         self.sessions: dict[tuple[str, str], AgentSession] = {}
         self.errors: dict[str, str] = {}
+        #: What this process is while it runs: ``all``, ``ingress`` or ``worker``.
+        self.role = "all"
+        #: The broker while :meth:`run` serves with one (``gateway.broker``), else ``None``.
+        self.broker: Broker | None = None
+        #: Where the chats' conversations are kept while :meth:`run` serves.
+        self.store: SessionStore | None = None
+        self.worker: Worker | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self._tasks: list[asyncio.Task[Any]] = []
         self._session_locks: dict[tuple[str, str], asyncio.Lock] = {}
         self._inflight: set[asyncio.Future[None]] = set()
+        self._ingress: Any = None
 
     # -- which platforms ------------------------------------------------------------
 
@@ -154,17 +171,146 @@ class Gateway:
         adapter.set_message_handler(handler)
         return adapter
 
+    # -- how it runs ------------------------------------------------------------------
+
+    def broker_settings(self, url: str | None = None) -> BrokerSettings | None:
+        """``gateway.broker`` (``url``, as ``--broker``, instead of its ``url``); ``None`` without one."""
+        kernel = self._kernel
+        try:
+            return BrokerSettings.from_config(
+                section(kernel.config, "gateway", "broker"), url, where=str(kernel.home / "config.yaml")
+            )
+        except BrokerError as exc:
+            raise GatewayError(str(exc)) from None
+
+    def _store_choice(self, broker: bool) -> tuple[str, Path]:
+        """``(kind, sqlite path)`` from ``gateway.sessions``; :class:`GatewayError` naming the key."""
+        kernel = self._kernel
+        where = kernel.home / "config.yaml"
+        raw = section(kernel.config, "gateway", "sessions")
+        if raw is None:
+            raw = {}
+        if not isinstance(raw, dict):
+            raise GatewayError(f"{where}: 'gateway.sessions' must be a mapping (store: sqlite or redis)")
+        kind = raw.get("store") or ("redis" if broker else "sqlite")
+        if kind not in ("sqlite", "redis"):
+            raise GatewayError(f"{where}: 'gateway.sessions.store' must be sqlite or redis, not {kind!r}")
+        if kind == "redis" and not broker:
+            raise GatewayError(
+                f"{where}: 'gateway.sessions.store: redis' needs a broker: set gateway.broker.url "
+                "(or pass --broker URL), or use store: sqlite"
+            )
+        path = raw.get("path") or "gateway/sessions.db"
+        if not isinstance(path, str):
+            raise GatewayError(f"{where}: 'gateway.sessions.path' must be a file name")
+        return kind, kernel.home / path
+
+    def make_store(self, broker: Broker | None) -> SessionStore:
+        """The session store ``gateway.sessions.store`` names (SQLite, or Redis by default with a broker)."""
+        kind, path = self._store_choice(broker is not None)
+        if kind == "redis" and broker is not None:
+            return broker.session_store()
+        return SqliteSessionStore(path, log=self._kernel.log)
+
+    def store_description(self, settings: BrokerSettings | None) -> dict[str, Any]:
+        """What :meth:`make_store` would use, without connecting to anything (``gateway status``)."""
+        kind, path = self._store_choice(settings is not None)
+        if kind == "redis" and settings is not None:
+            return {"store": "redis", "url": settings.masked_url}
+        return {"store": "sqlite", "path": str(path)}
+
+    def worker_concurrency(self, value: int | None = None) -> int:
+        """How many turns a worker runs at once: ``value``, else ``gateway.worker.concurrency``, else 4."""
+        if value is None:
+            value = section(self._kernel.config, "gateway", "worker", "concurrency")
+        if value is None:
+            return DEFAULT_CONCURRENCY
+        if type(value) is not int or not 1 <= value <= 1024:
+            raise GatewayError(
+                f"{self._kernel.home / 'config.yaml'}: 'gateway.worker.concurrency' must be a whole number "
+                f"from 1 to 1024, not {value!r}"
+            )
+        return value
+
     # -- running ----------------------------------------------------------------------
 
-    async def run(self, platforms: Iterable[str] | None = None) -> None:
-        """Connect the enabled adapters (or only ``platforms``) and serve until :meth:`stop`."""
+    async def run(
+        self,
+        platforms: Iterable[str] | None = None,
+        *,
+        role: str = "all",
+        broker_url: str | None = None,
+        concurrency: int | None = None,
+    ) -> None:
+        """Serve until :meth:`stop`: connect the enabled adapters (or only ``platforms``) and answer them.
+
+        Without a broker (``gateway.broker``, or ``broker_url``) everything runs here.  With one,
+        ``role`` says what this process does: ``ingress`` holds the platform connections and queues
+        their messages, ``worker`` answers queued messages, ``all`` does both (docs/scale-out.md).
+        """
         kernel = self._kernel
         kernel.load()
+        if role not in ROLES:
+            raise GatewayError(f"role must be one of {', '.join(ROLES)}, not {role!r}")
+        settings = self.broker_settings(broker_url)
+        if settings is None and role != "all":
+            raise GatewayError(
+                f"the {role} role needs a broker: set gateway.broker.url in config.yaml or pass --broker URL"
+            )
+        slots = self.worker_concurrency(concurrency)
+        broker = None
+        if settings is not None:
+            try:
+                broker = open_broker(settings, log=kernel.log)
+            except BrokerError as exc:
+                raise GatewayError(str(exc)) from None
+        store = self.make_store(broker)
+        self.role, self.broker, self.store = role, broker, store
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
         # Locks belong to the loop they were first used on; a second run gets new ones.
         self._session_locks.clear()
         self.errors.clear()
+        started: list[str] = []
+        try:
+            if broker is not None:
+                await self._open_broker(broker)
+            if role != "worker":
+                started = await self._start_adapters(platforms)
+            if broker is not None:
+                from .worker import Ingress, Worker
+
+                if role != "worker":
+                    self._ingress = Ingress(self, broker)
+                    self._tasks.extend(self._ingress.start(started))
+                if role != "ingress":
+                    self.worker = Worker(self, broker, store, slots)
+                    self._tasks.append(asyncio.create_task(self.worker.run(), name="gateway-worker"))
+            await kernel.events.aemit("gateway:startup", {"platforms": started})
+            kernel.log.info(
+                "gateway_started",
+                platforms=started,
+                role=role,
+                broker=settings.masked_url if settings is not None else None,
+                sessions=store.kind,
+            )
+            await self._stop.wait()
+        finally:
+            await self._shutdown()
+
+    async def _open_broker(self, broker: Broker) -> None:
+        """Connect to the broker (retrying while it is unreachable), giving up when asked to stop."""
+        assert self._stop is not None
+        opening = asyncio.create_task(broker.open())
+        stopping = asyncio.create_task(self._stop.wait())
+        await asyncio.wait({opening, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        stopping.cancel()
+        if not opening.done():
+            broker.stop_retrying()
+        await opening  # BrokerUnavailable when the stop came first: run() ends
+
+    async def _start_adapters(self, platforms: Iterable[str] | None) -> list[str]:
+        kernel = self._kernel
         wanted = set(platforms) if platforms is not None else None
         started = []
         for spec in kernel.platforms.all():
@@ -185,22 +331,27 @@ class Gateway:
             self.adapters[spec.name] = adapter
             self._tasks.append(asyncio.create_task(self._connect(spec, adapter), name=f"connect-{spec.name}"))
             started.append(spec.name)
-        await kernel.events.aemit("gateway:startup", {"platforms": started})
-        kernel.log.info("gateway_started", platforms=started)
-        try:
-            await self._stop.wait()
-        finally:
-            await self._shutdown()
+        return started
 
     def stop(self) -> None:
         """Ask :meth:`run` to end (safe from any thread and from signal handlers)."""
         loop, stop = self._loop, self._stop
         if loop is None or stop is None:
             return
+        if self.broker is not None:
+            self.broker_stopping()
         if loop.is_running():
             loop.call_soon_threadsafe(stop.set)
         else:
             stop.set()
+
+    def broker_stopping(self) -> None:
+        """A stop while the broker is unreachable: whatever waits for it gives up (nothing is lost:
+        unacknowledged messages stay in the broker, unqueued ones go to the ingress's spool file)."""
+        if self._ingress is not None:
+            self._ingress.stopping = True
+        if self.worker is not None:
+            self.worker.stopping = True
 
     async def _connect(self, spec: PlatformSpec, adapter: BasePlatformAdapter) -> None:
         """Connect (with retries), then watch: a dropped adapter is reconnected the same way.
@@ -261,9 +412,16 @@ class Gateway:
 
     async def _shutdown(self) -> None:
         kernel = self._kernel
+        broker = self.broker
+        if self.worker is not None:
+            await self.worker.drain(DRAIN_TIMEOUT)
         if self._inflight:
             # Let the turns in progress finish (and answer) before their sessions close.
             await asyncio.wait(set(self._inflight), timeout=DRAIN_TIMEOUT)
+        if self._ingress is not None:
+            await self._ingress.drain(DRAIN_TIMEOUT)
+        if broker is not None:
+            broker.stop_retrying()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -276,9 +434,21 @@ class Gateway:
                     "gateway_disconnect_failed", platform=name, error=f"{type(exc).__name__}: {exc}"
                 )
         for key, session in list(self.sessions.items()):
-            await asyncio.to_thread(session.close, "gateway_shutdown")
+            if broker is not None:
+                # Its conversation goes on in the store, on whichever worker takes the chat next.
+                session.release()
+            else:
+                await asyncio.to_thread(session.close, "gateway_shutdown")
+                await self._persist(key, session, finalized=True)
             del self.sessions[key]
         self.adapters.clear()
+        if self._ingress is not None:
+            self._ingress.write_spool()
+        if broker is not None:
+            await broker.aclose()
+        if self.store is not None:
+            await self.store.aclose()
+        self.worker = self._ingress = self.broker = None
         kernel.log.info("gateway_stopped")
 
     # -- one message ----------------------------------------------------------------------
@@ -299,6 +469,9 @@ class Gateway:
                 return
             if action == "rewrite":
                 text = value
+        if self._ingress is not None:
+            await self._ingress.queue(spec, adapter, event, text)
+            return
         # The turn itself is what shutdown waits for, not the task running it: an adapter may await
         # handle_message inside its own read loop, a task that ends only when the adapter does.
         turn = asyncio.get_running_loop().create_future()
@@ -312,47 +485,96 @@ class Gateway:
     async def _answer(
         self, spec: PlatformSpec, adapter: BasePlatformAdapter, event: MessageEvent, text: str
     ) -> None:
-        kernel = self._kernel
-        chat = event.chat_id
-        key = (spec.name, str(chat))
+        chat = str(event.chat_id)
+        key = (spec.name, chat)
+        user = event.source.user_id if event.source is not None else None
         lock = self._session_locks.setdefault(key, asyncio.Lock())
         async with lock:  # one turn at a time per chat
-            session = self._session(spec, event, key)
-            user = event.source.user_id if event.source is not None else None
-            command = text.strip().split(maxsplit=1)[0].lower() if text.lstrip().startswith("/") else ""
-            if command in ("/new", "/reset"):
-                await asyncio.to_thread(session.reset, command.lstrip("/"))
-                reply = "Started a new conversation."
-            elif command:
-                reply = await kernel.commands.arun(
-                    text.strip(), session_id=session.session_id, platform=spec.name, user_id=user
-                )
-            else:
-                try:
-                    result = await session.arun(text)
-                    reply = result.reply
-                except Exception as exc:
-                    kernel.log.warning("gateway_turn_failed", platform=spec.name, error=describe(exc))
-                    # A chat (maybe a public channel) never sees an error's text: it can carry
-                    # configuration values (a URL with its key); the log has it, masked.
-                    reply = (
-                        f"Sorry, that failed ({type(exc).__name__}); the details are in the gateway's log."
-                    )
+            session = await self.session_for(spec.name, chat, user)
+            reply = await self.respond(spec.name, session, text, user)
+            await self._persist(key, session)
         if reply:
-            await self.send(adapter, str(chat), reply, reply_to=event.message_id)
+            await self.send(adapter, chat, reply, reply_to=event.message_id)
 
-    def _session(self, spec: PlatformSpec, event: MessageEvent, key: tuple[str, str]) -> AgentSession:
+    async def respond(self, platform: str, session: AgentSession, text: str, user: str | None) -> str:
+        """The reply to ``text`` in ``session``: ``/new`` and ``/reset`` start over, another slash
+        command runs as a command, anything else is a turn.  A failed turn's reply says only that it
+        failed: a chat (maybe a public channel) never sees an error's text, which can carry
+        configuration values (a URL with its key); the log has it, masked."""
+        kernel = self._kernel
+        command = text.strip().split(maxsplit=1)[0].lower() if text.lstrip().startswith("/") else ""
+        if command in ("/new", "/reset"):
+            await asyncio.to_thread(session.reset, command.lstrip("/"))
+            return "Started a new conversation."
+        if command:
+            return await kernel.commands.arun(
+                text.strip(), session_id=session.session_id, platform=platform, user_id=user
+            )
+        try:
+            result = await session.arun(text)
+        except Exception as exc:
+            kernel.log.warning("gateway_turn_failed", platform=platform, error=describe(exc))
+            return FAILED_REPLY.format(error=type(exc).__name__)
+        return result.reply
+
+    async def session_for(
+        self, platform: str, chat: str, user: str | None, *, refresh: bool = False
+    ) -> AgentSession:
+        """The session of ``(platform, chat)``: the one in memory, else one continuing the store's state.
+
+        ``refresh`` reads the store even when one is in memory (a worker: another may have answered the
+        chat since).  A state finalized at a stop goes on under a new session id, with its history.
+        """
         from ..agent import DEFAULT_SYSTEM_PROMPT, AgentSession
 
+        key = (platform, chat)
         session = self.sessions.get(key)
-        if session is None or session.closed:
+        if session is not None and not session.closed and not refresh:
+            return session
+        state = await self.store.load(chat_key(platform, chat)) if self.store is not None else None
+        if state is not None and state.finalized:
+            state = SessionState(session_id="", messages=state.messages, turns=0)
+        wanted = state.session_id if state is not None else None
+        if session is None or session.closed or (wanted and session.session_id != wanted):
+            if session is not None:
+                session.release()
             kernel = self._kernel
+            spec = next((s for s in kernel.platforms.all() if s.name == platform), None)
+            hint = spec.platform_hint if spec is not None else ""
             base = str(section(kernel.config, "agent", "system_prompt") or DEFAULT_SYSTEM_PROMPT)
-            prompt = f"{base}\n\n{spec.platform_hint}" if spec.platform_hint else base
-            user = event.source.user_id if event.source is not None else None
-            session = AgentSession(kernel, platform=spec.name, system_prompt=prompt, sender_id=user)
-            self.sessions[key] = session
+            prompt = f"{base}\n\n{hint}" if hint else base
+            session = AgentSession(
+                kernel, session_id=wanted or None, platform=platform, system_prompt=prompt, sender_id=user
+            )
+        elif state is None:
+            # The store forgot the chat (a new store, or an unreadable record): start over here too.
+            session.messages, session.turns = [], 0
+        if state is not None:
+            session.messages, session.turns = state.messages, state.turns
+        self.sessions.pop(key, None)
+        self.sessions[key] = session  # the most recent last
+        if self.broker is not None and len(self.sessions) > WORKER_SESSION_CACHE:
+            oldest = next(iter(self.sessions))
+            self.sessions.pop(oldest).release()
         return session
+
+    def session_state(self, session: AgentSession, *, finalized: bool = False) -> SessionState:
+        return SessionState(session.session_id, session.messages, session.turns, finalized)
+
+    async def _persist(self, key: tuple[str, str], session: AgentSession, *, finalized: bool = False) -> None:
+        """Save the chat's state in the store; a state that cannot be saved is logged, the chat goes on."""
+        if self.store is None:
+            return
+        try:
+            await self.store.save(chat_key(*key), self.session_state(session, finalized=finalized))
+        except (SessionStoreError, BrokerError, OSError, sqlite3.Error) as exc:
+            self._kernel.log.warning(
+                "gateway_session_not_saved",
+                platform=key[0],
+                chat=key[1],
+                store=self.store.kind,
+                error=describe(exc),
+            )
 
     async def send(
         self, adapter: BasePlatformAdapter, chat_id: str, text: str, reply_to: str | None = None
@@ -436,6 +658,18 @@ class Gateway:
             return await self.send(adapter, chat, text)
         finally:
             await adapter.disconnect()
+
+
+def open_broker(settings: BrokerSettings, *, log: Any = None) -> Broker:
+    """The broker for ``settings.url`` (not yet connected: ``await broker.open()``)."""
+    try:
+        from .redis_broker import RedisBroker
+    except ImportError as exc:  # the client library is an extra
+        raise BrokerError(
+            f"the broker {settings.masked_url} needs the Redis client: pip install 'hermes-kernel[redis]' "
+            f"({exc})"
+        ) from None
+    return RedisBroker(settings, log=log)
 
 
 def _watched(adapter: BasePlatformAdapter) -> bool:

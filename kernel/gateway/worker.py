@@ -1,0 +1,422 @@
+"""The two halves of a scaled-out gateway: the :class:`Ingress` and the :class:`Worker`.
+
+The ingress runs where the platform connections are (``gateway run --role ingress``, or ``all``): it
+queues every incoming message in the broker, in the order it arrived, and sends the replies workers
+hand back through the platform's adapter — once each.  A worker (``--role worker``, or ``all``)
+takes chats from the broker, answers their messages one at a time with the kernel's agent loop and
+its plugins, continuing each conversation from the session store, and hands the replies back.
+
+See :mod:`kernel.gateway.broker` for what is guaranteed, and docs/scale-out.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import json
+import math
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..core.hooks import describe
+from .broker import (
+    BUSY_REPLY,
+    FAILED_REPLY,
+    MAX_CHAT_ID,
+    MAX_MESSAGE_BYTES,
+    STALE,
+    TOO_LONG_REPLY,
+    Broker,
+    BrokerUnavailable,
+    Inbound,
+    Lease,
+    Member,
+    Outbound,
+    member_id,
+)
+from .sessions import SessionStore, SessionStoreError
+
+if TYPE_CHECKING:
+    from .base import BasePlatformAdapter, MessageEvent
+    from .registry import PlatformSpec
+    from .runner import Gateway
+
+#: The most heartbeats a worker misses before another takes its chats: ``claim_after`` / this.
+BEATS_PER_CLAIM = 3
+HEARTBEAT_MAX = 5.0
+#: How long the ingress waits before it looks again whether a dropped adapter is back to send a reply.
+RESEND_WAIT = 0.5
+
+
+class Ingress:
+    """Queues the platforms' messages in the broker and sends the workers' replies."""
+
+    def __init__(self, gateway: Gateway, broker: Broker) -> None:
+        self.gateway = gateway
+        self.broker = broker
+        self.kernel = gateway._kernel
+        self.member = Member(id=member_id("ingress"), role="ingress")
+        #: Messages accepted from the adapters and not yet in the broker (while it is unreachable).
+        self.backlog: collections.deque[Inbound] = collections.deque()
+        self.spool = self.kernel.home / "gateway" / f"spool-{broker.settings.prefix}.jsonl"
+        self.stopping = False
+        self.delivered = 0
+        self.duplicates = 0
+        self._wake = asyncio.Event()
+        self._draining = False
+        self._quiet: dict[str, asyncio.Event] = {}
+
+    def start(self, platforms: list[str]) -> list[asyncio.Task[Any]]:
+        self._read_spool()
+        tasks = [asyncio.create_task(self._submitter(), name="gateway-ingress")]
+        for platform in platforms:
+            self._quiet[platform] = asyncio.Event()
+            tasks.append(asyncio.create_task(self._replies(platform), name=f"gateway-replies-{platform}"))
+        if self.gateway.role == "ingress":
+            tasks.append(asyncio.create_task(_beat(self, lambda: []), name="gateway-ingress-heartbeat"))
+        return tasks
+
+    # -- incoming --------------------------------------------------------------------------
+
+    async def queue(
+        self, spec: PlatformSpec, adapter: BasePlatformAdapter, event: MessageEvent, text: str
+    ) -> None:
+        """Accept one message for the broker (or answer at once that it is too long, or the inbox full)."""
+        message = _inbound(spec.name, event, text)
+        refused = None
+        if len(message.chat_id) > MAX_CHAT_ID or len(message.dumps()) > MAX_MESSAGE_BYTES:
+            refused = "too_long"
+        elif len(self.backlog) >= self.broker.settings.max_pending:
+            refused = "busy"
+        if refused is not None:
+            await self._refuse(adapter, message, refused)
+            return
+        self.backlog.append(message)
+        self._wake.set()
+
+    async def _refuse(self, adapter: BasePlatformAdapter | None, message: Inbound, why: str) -> None:
+        self.kernel.log.warning(
+            "gateway_message_refused",
+            platform=message.platform,
+            chat=message.chat_id[:MAX_CHAT_ID],
+            reason=why,
+        )
+        adapter = adapter or self.gateway.adapters.get(message.platform)
+        if adapter is not None:
+            text = BUSY_REPLY if why == "busy" else TOO_LONG_REPLY
+            await self.gateway.send(adapter, message.chat_id[:MAX_CHAT_ID], text, reply_to=message.message_id)
+
+    async def _submitter(self) -> None:
+        """Put the backlog into the broker, oldest first (so each chat keeps its order)."""
+        while True:
+            while not self.backlog:
+                self._wake.clear()
+                await self._wake.wait()
+            message = self.backlog[0]
+            try:
+                queued = await self.broker.submit(message)
+            except BrokerUnavailable:
+                return  # a stop while the broker is unreachable: the backlog goes to the spool
+            self.backlog.popleft()
+            if not queued:
+                await self._refuse(None, message, "busy")
+
+    # -- outgoing --------------------------------------------------------------------------
+
+    async def _replies(self, platform: str) -> None:
+        while True:
+            try:
+                batch = await self.broker.replies(platform, block=0.2 if self._draining else 2.0)
+            except BrokerUnavailable:
+                return
+            if not batch and self._draining:
+                self._quiet[platform].set()
+            for entry, reply in batch:
+                if not await self._deliver(platform, entry, reply):
+                    return
+
+    async def _deliver(self, platform: str, entry: str, reply: Outbound | None) -> bool:
+        """Send one reply unless its message was answered already; ``False`` when stopping first."""
+        broker = self.broker
+        try:
+            if reply is None:
+                await broker.sent(platform, entry, None)
+                return True
+            if await broker.was_sent(reply.key):
+                self.duplicates += 1
+                self.kernel.log.info(
+                    "gateway_duplicate_reply_dropped",
+                    platform=platform,
+                    message=reply.key,
+                    worker=reply.worker,
+                )
+                await broker.sent(platform, entry, None)
+                return True
+            adapter = self.gateway.adapters.get(platform)
+            while adapter is None or not adapter.is_connected:
+                if self.stopping:
+                    return False  # it stays in the broker: sent after the restart
+                await asyncio.sleep(RESEND_WAIT)
+                adapter = self.gateway.adapters.get(platform)
+            await self.gateway.send(adapter, reply.chat_id, reply.text, reply_to=reply.reply_to)
+            await broker.sent(platform, entry, reply.key)
+        except BrokerUnavailable:
+            return False
+        self.delivered += 1
+        return True
+
+    # -- stopping --------------------------------------------------------------------------
+
+    async def drain(self, timeout: float) -> None:
+        """Queue what is left and send the replies there are, for up to ``timeout`` seconds."""
+        self._draining = True
+        give_up = time.monotonic() + timeout
+        while self.backlog and time.monotonic() < give_up and not self.stopping:
+            await asyncio.sleep(0.05)
+        for event in self._quiet.values():
+            event.clear()
+        quiet = [asyncio.create_task(event.wait()) for event in self._quiet.values()]
+        if quiet:
+            await asyncio.wait(quiet, timeout=max(give_up - time.monotonic(), 0.1))
+            for task in quiet:
+                task.cancel()
+        self.stopping = True
+        if self.gateway.role == "ingress" and self.broker.connected:
+            await _leave(self.broker, self.member, self.kernel)
+
+    def write_spool(self) -> None:
+        """Keep the messages the broker never got in the spool file, queued first at the next start."""
+        if not self.backlog:
+            return
+        self.spool.parent.mkdir(parents=True, exist_ok=True)
+        with self.spool.open("a", encoding="utf-8") as out:
+            for message in self.backlog:
+                out.write(message.dumps() + "\n")
+        self.kernel.log.warning(
+            "gateway_messages_spooled",
+            count=len(self.backlog),
+            spool=str(self.spool),
+            fix="they are queued when the gateway starts again with the broker reachable",
+        )
+        self.backlog.clear()
+
+    def _read_spool(self) -> None:
+        path = self.spool
+        try:
+            lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            self.kernel.log.warning("gateway_spool_unreadable", spool=str(path), error=describe(exc))
+            return
+        bad = []
+        for line in lines:
+            try:
+                self.backlog.append(Inbound.loads(line))
+            except (ValueError, TypeError, RecursionError):
+                bad.append(line)
+        if bad:
+            kept = path.with_name(path.name + f".unreadable-{int(time.time())}")
+            kept.write_text("\n".join(bad) + "\n", encoding="utf-8")
+            self.kernel.log.warning("gateway_spool_lines_unreadable", count=len(bad), kept_in=str(kept))
+        path.unlink(missing_ok=True)
+        if self.backlog:
+            self.kernel.log.info("gateway_spool_requeued", count=len(self.backlog), spool=str(path))
+            self._wake.set()
+
+
+class Worker:
+    """Answers the broker's chats, ``concurrency`` at a time, each one message at a time."""
+
+    def __init__(self, gateway: Gateway, broker: Broker, store: SessionStore, concurrency: int) -> None:
+        self.gateway = gateway
+        self.broker = broker
+        self.store = store
+        self.kernel = gateway._kernel
+        self.concurrency = concurrency
+        self.member = Member(id=member_id("worker"), role=gateway.role, concurrency=concurrency)
+        self.serving: dict[str, tuple[Lease, asyncio.Task[None]]] = {}
+        self.stopping = False
+        self.answered = 0
+        self._freed = asyncio.Event()
+
+    async def run(self) -> None:
+        beats = asyncio.create_task(_beat(self, self._leases), name="gateway-worker-heartbeat")
+        try:
+            while not self.stopping:
+                free = self.concurrency - len(self.serving)
+                if free <= 0:
+                    self._freed.clear()
+                    await self._freed.wait()
+                    continue
+                try:
+                    leases = await self.broker.take(self.member.id, free, block=1.0)
+                except BrokerUnavailable:
+                    return
+                for lease in leases:
+                    if self.stopping:
+                        await self._give_back(lease)
+                        continue
+                    task = asyncio.create_task(self._serve(lease), name=f"gateway-chat-{lease.chat_key}")
+                    self.serving[lease.token] = (lease, task)
+                    task.add_done_callback(lambda _t, token=lease.token: self._done(token))
+        finally:
+            beats.cancel()
+
+    def _leases(self) -> list[Lease]:
+        self.member.busy = len(self.serving)
+        return [lease for lease, _task in self.serving.values()]
+
+    def _done(self, token: str) -> None:
+        self.serving.pop(token, None)
+        self._freed.set()
+
+    async def _serve(self, lease: Lease) -> None:
+        """Answer the chat's messages until none is left (or the chat was taken over, or a stop)."""
+        log = self.kernel.log
+        try:
+            while lease.message is not None:
+                message = lease.message
+                reply, state = await self._answer(message)
+                atomic = state is not None and getattr(self.store, "atomic_with_replies", False)
+                following = await self.broker.finish(
+                    self.member.id, lease, reply, (message.chat_key, state) if atomic else None
+                )
+                if following is STALE:
+                    log.warning(
+                        "gateway_chat_taken_over",
+                        chat=lease.chat_key,
+                        worker=self.member.id,
+                        detail="another worker took the chat over (this one was silent longer than "
+                        "claim_after); its reply was dropped and the other worker's counts",
+                    )
+                    session = self.gateway.sessions.pop((message.platform, message.chat_id), None)
+                    if session is not None:
+                        session.release()
+                    return
+                self.answered += 1
+                if state is not None and not atomic:
+                    await self._save(message, state)
+                lease.message = following if isinstance(following, Inbound) else None
+                if lease.message is not None and self.stopping:
+                    await self._give_back(lease)
+                    return
+        except BrokerUnavailable:
+            return  # a stop while the broker is unreachable: the message stays unacknowledged there
+
+    async def _answer(self, message: Inbound) -> tuple[Outbound | None, str | None]:
+        """The reply to ``message`` and the chat's state after it (JSON), the turn run on this worker."""
+        gateway = self.gateway
+        if message.message_type == "unreadable":
+            return None, None  # logged by the broker when it was read
+        try:
+            session = await gateway.session_for(
+                message.platform, message.chat_id, message.user_id, refresh=True
+            )
+            text = await gateway.respond(message.platform, session, message.text, message.user_id)
+        except BrokerUnavailable:
+            raise
+        except Exception as exc:  # a bug must not leave the chat stuck on this message
+            self.kernel.log.warning("gateway_worker_failed", chat=message.chat_key, error=describe(exc))
+            text, session = FAILED_REPLY.format(error=type(exc).__name__), None
+        state = None
+        if session is not None:
+            try:
+                state = gateway.session_state(session).dumps()
+            except SessionStoreError as exc:
+                self.kernel.log.warning("gateway_session_not_saved", chat=message.chat_key, error=str(exc))
+        reply = None
+        if text:
+            reply = Outbound(
+                platform=message.platform,
+                chat_id=message.chat_id,
+                text=text,
+                reply_to=message.message_id,
+                key=message.reply_key,
+                accepted_at=message.accepted_at,
+                worker=self.member.id,
+            )
+        return reply, state
+
+    async def _save(self, message: Inbound, state: str) -> None:
+        from .sessions import SessionState
+
+        try:
+            await self.store.save(message.chat_key, SessionState.loads(state))
+        except (SessionStoreError, ValueError, OSError) as exc:
+            self.kernel.log.warning("gateway_session_not_saved", chat=message.chat_key, error=describe(exc))
+
+    async def _give_back(self, lease: Lease) -> None:
+        with contextlib.suppress(BrokerUnavailable):  # else taken over after claim_after
+            await self.broker.release(self.member.id, lease)
+
+    async def drain(self, timeout: float) -> None:
+        """Stop taking chats; let the turns in progress finish and hand back, for up to ``timeout``."""
+        self.stopping = True
+        self._freed.set()
+        tasks = [task for _lease, task in self.serving.values()]
+        if tasks:
+            _done, late = await asyncio.wait(tasks, timeout=timeout)
+            for task in late:
+                task.cancel()  # unacknowledged: another worker takes the chat after claim_after
+            if late:
+                self.kernel.log.warning("gateway_turns_abandoned", count=len(late), detail="stop timed out")
+        if self.broker.connected:
+            await _leave(self.broker, self.member, self.kernel)
+
+
+async def _beat(owner: Ingress | Worker, leases: Any) -> None:
+    """Tell the broker ``owner`` is alive (and which chats it holds), every ``claim_after / 3`` seconds."""
+    broker = owner.broker
+    interval = min(broker.settings.claim_after / BEATS_PER_CLAIM, HEARTBEAT_MAX)
+    while True:
+        try:
+            lost = await broker.heartbeat(owner.member, leases())
+        except BrokerUnavailable:
+            return
+        if lost:
+            owner.kernel.log.warning("gateway_chats_lost", worker=owner.member.id, tokens=sorted(lost))
+        await asyncio.sleep(interval)
+
+
+async def _leave(broker: Broker, member: Member, kernel: Any) -> None:
+    try:
+        await asyncio.wait_for(broker.leave(member), 5)
+    except (BrokerUnavailable, TimeoutError) as exc:
+        kernel.log.info("gateway_leave_failed", member=member.id, error=describe(exc))
+
+
+def _inbound(platform: str, event: MessageEvent, text: str) -> Inbound:
+    """The broker's copy of ``event`` (with ``text``, maybe rewritten by ``pre_gateway_dispatch``)."""
+    source = event.source
+
+    def text_of(value: Any) -> str | None:
+        return None if value is None else str(value)
+
+    stamp = event.timestamp
+    if isinstance(stamp, bool) or not isinstance(stamp, int | float) or not math.isfinite(stamp):
+        stamp = time.time()
+    return Inbound(
+        platform=platform,
+        chat_id=str(event.chat_id),
+        text=str(text),
+        message_id=text_of(event.message_id),
+        user_id=text_of(source.user_id) if source is not None else None,
+        user_name=text_of(source.user_name) if source is not None else None,
+        chat_type=str(source.chat_type) if source is not None else "dm",
+        chat_name=text_of(source.chat_name) if source is not None else None,
+        thread_id=text_of(source.thread_id) if source is not None else None,
+        reply_to_message_id=text_of(event.reply_to_message_id),
+        message_type=str(event.message_type),
+        timestamp=float(stamp),
+    )
+
+
+def spool_lines(path: Path) -> list[dict[str, Any]]:
+    """The messages waiting in a spool file (for ``gateway status``)."""
+    try:
+        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    except (OSError, ValueError):
+        return []

@@ -1,0 +1,519 @@
+"""The scaled-out gateway: one ingress, workers in other processes, a real Redis between them.
+
+Every process is a real ``hermes-kernel gateway run --role ...`` subprocess with a home of its own (as
+on separate machines); Redis is a real redis-server on 127.0.0.1 and a random port (the module's
+``redis_server`` fixture, unpacked into .venv/debs by ``make test-deps``), each test under a prefix of
+its own.  The platform is the line chat of tests/test_gateway.py: a real TCP chat server the test
+runs, and a person's client.  The model is the bundled ``scripted`` one with a ``delay_s`` per turn;
+the ``echo`` plugin makes every reply say which message it answers, which turn of its conversation
+that is, and which process ran it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from conftest import CLI, cli_env, write_plugin
+from redis_server import RedisServer
+from test_gateway import ChatClient, ChatServer, platform_plugin, until
+
+from kernel.testing import write_script
+
+DEADLINE = 60.0  # seconds; only reached when something hangs
+
+ECHO_PLUGIN = r'''
+"""Every reply says: the model's text | the message | the turn of the conversation | this process."""
+
+import json
+import os
+
+STARTED = @STARTED@
+_asked = {}
+
+
+def _pre(session_id=None, user_message=None, conversation_history=None, **_):
+    users = [m for m in conversation_history or [] if m.get("role") == "user"]
+    _asked[session_id] = (user_message, len(users) + 1)
+    if STARTED:
+        with open(STARTED, "a", encoding="utf-8") as out:
+            out.write(json.dumps({"pid": os.getpid(), "text": user_message}) + "\n")
+
+
+def _transform(response_text=None, session_id=None, **_):
+    text, turn = _asked.pop(session_id, ("?", 0))
+    return f"{response_text} | {text} | turn {turn} | pid {os.getpid()}"
+
+
+def register(ctx):
+    ctx.register_hook("pre_llm_call", _pre)
+    ctx.register_hook("transform_llm_output", _transform)
+'''
+
+REPLY = re.compile(r"^(?P<model>.*) \| (?P<text>.*) \| turn (?P<turn>\d+) \| pid (?P<pid>\d+)$")
+
+
+def parse(reply: dict[str, Any]) -> dict[str, Any]:
+    found = REPLY.match(reply["text"])
+    assert found, f"not an echo reply: {reply!r}"
+    return {**found.groupdict(), "turn": int(found["turn"]), "pid": int(found["pid"]), "chat": reply["chat"]}
+
+
+class Deployment:
+    """Homes and processes of one scaled-out gateway; every process is stopped at the end."""
+
+    def __init__(
+        self, root: Path, redis: RedisServer, *, delay: float, claim_after: float = 30.0, **broker: Any
+    ):
+        self.root = root
+        self.redis = redis
+        self.prefix = f"t{uuid.uuid4().hex[:8]}"
+        self.delay = delay
+        self.broker = {"url": redis.url, "prefix": self.prefix, "claim_after": claim_after, **broker}
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.started = root / "started.jsonl"
+        self.port = 0
+
+    def home(self, name: str, *, concurrency: int = 2, extra: dict[str, Any] | None = None) -> Path:
+        home = self.root / name
+        if home.exists():
+            return home
+        home.mkdir()
+        platform_plugin(home, "linechat")
+        write_plugin(home / "plugins", "echo", ECHO_PLUGIN.replace("@STARTED@", repr(str(self.started))))
+        script = write_script(home, [{"text": "ok", "delay_s": self.delay}] * 300)
+        config = {
+            "model": {"provider": "scripted", "script": str(script)},
+            "gateway": {
+                "platforms": {"linechat": {"enabled": True, "port": self.port}},
+                "broker": self.broker,
+                "worker": {"concurrency": concurrency},
+                **(extra or {}),
+            },
+        }
+        (home / "config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+        return home
+
+    def start(self, name: str, role: str, **options: Any) -> subprocess.Popen[bytes]:
+        home = self.home(name, **options)
+        log = (home / "gateway.out").open("ab")
+        proc = subprocess.Popen(
+            [*CLI, "gateway", "run", "--role", role],
+            env=cli_env(home),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        proc.home = home  # type: ignore[attr-defined]
+        self.procs.append(proc)
+        return proc
+
+    @staticmethod
+    def output(proc: subprocess.Popen[bytes]) -> str:
+        return (proc.home / "gateway.out").read_text(encoding="utf-8", errors="replace")  # type: ignore[attr-defined]
+
+    async def ready(self, proc: subprocess.Popen[bytes], line: str) -> None:
+        await until(
+            lambda: line in self.output(proc) or proc.poll() is not None,
+            f"'{line}' from the gateway",
+            DEADLINE,
+        )
+        assert proc.poll() is None, f"the gateway ended ({proc.returncode}):\n{self.output(proc)}"
+
+    async def worker(self, name: str, **options: Any) -> subprocess.Popen[bytes]:
+        proc = self.start(name, "worker", **options)
+        await self.ready(proc, "gateway: worker ")
+        return proc
+
+    async def ingress(
+        self, server: ChatServer, name: str = "ingress", **options: Any
+    ) -> subprocess.Popen[bytes]:
+        self.port = server.port
+        before = len(server.bots)
+        proc = self.start(name, "ingress", **options)
+        await until(
+            lambda: len(server.bots) > before or proc.poll() is not None, "the ingress to connect", DEADLINE
+        )
+        assert proc.poll() is None, self.output(proc)
+        return proc
+
+    def status(self, name: str = "status") -> dict[str, Any]:
+        home = self.home(name)
+        proc = subprocess.run(
+            [*CLI, "gateway", "status", "--json"],
+            env=cli_env(home),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout)
+
+    def stop_all(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(timeout=30)
+
+
+@pytest.fixture
+def deploy(tmp_path: Path, redis_server: RedisServer) -> Iterator[Any]:
+    made: list[Deployment] = []
+
+    def make(**options: Any) -> Deployment:
+        deployment = Deployment(tmp_path, redis_server, **options)
+        made.append(deployment)
+        return deployment
+
+    yield make
+    for deployment in made:
+        deployment.stop_all()
+
+
+def run(coro: Any) -> Any:
+    async def bounded() -> Any:
+        return await asyncio.wait_for(coro, DEADLINE * 4)
+
+    return asyncio.run(bounded())
+
+
+async def collect(client: ChatClient, count: int, deadline: float = DEADLINE) -> list[dict[str, Any]]:
+    return [await client.reply(deadline) for _ in range(count)]
+
+
+async def no_more_replies(client: ChatClient, wait: float) -> None:
+    """Nothing else arrives within ``wait`` seconds (a duplicate would)."""
+    try:
+        line = await asyncio.wait_for(client.reader.readline(), wait)
+    except TimeoutError:
+        return
+    pytest.fail(f"an extra reply arrived: {line!r}")
+
+
+def test_an_ingress_and_two_workers_answer_many_chats_each_in_order(deploy: Any) -> None:
+    """8 chats × 5 messages sent at once: every message answered exactly once, each chat's replies in
+    order with the turn numbers 1..5 (the conversation went on from Redis whichever worker ran the
+    turn), both workers answering, and Redis left with nothing queued."""
+    d = deploy(delay=0.05)
+
+    async def scenario() -> None:
+        server = await ChatServer().start()
+        workers = [await d.worker("w1", concurrency=2), await d.worker("w2", concurrency=2)]
+        await d.ingress(server)
+        client = await ChatClient.open(server)
+        chats = [f"#c{n}" for n in range(8)]
+        for turn in range(1, 6):
+            for chat in chats:
+                await client.say(chat, "ann", f"{chat} says {turn}")
+        replies = [parse(r) for r in await collect(client, 40)]
+        await no_more_replies(client, 1.0)
+        by_chat: dict[str, list[dict[str, Any]]] = {}
+        for reply in replies:
+            by_chat.setdefault(reply["chat"], []).append(reply)
+        assert sorted(by_chat) == sorted(chats)
+        for chat, got in by_chat.items():
+            assert [r["text"] for r in got] == [f"{chat} says {n}" for n in range(1, 6)]
+            assert [r["turn"] for r in got] == [1, 2, 3, 4, 5]
+        assert {r["pid"] for r in replies} == {w.pid for w in workers}
+        status = d.status()
+        assert status["broker"]["queued"] == 0 and status["broker"]["pending"] == 0
+        client.close()
+        await server.close()
+
+    run(scenario())
+
+
+def test_messages_of_one_chat_are_answered_one_at_a_time_in_order_across_workers(deploy: Any) -> None:
+    """Ten messages of one chat sent at once with three workers ready: answered in the order sent,
+    never two at a time (the turns' start records never overlap another turn of the chat)."""
+    d = deploy(delay=0.1)
+
+    async def scenario() -> None:
+        server = await ChatServer().start()
+        for name in ("w1", "w2", "w3"):
+            await d.worker(name, concurrency=4)
+        await d.ingress(server)
+        client = await ChatClient.open(server)
+        for n in range(10):
+            await client.say("#one", "bo", f"message {n}")
+        replies = [parse(r) for r in await collect(client, 10)]
+        assert [r["text"] for r in replies] == [f"message {n}" for n in range(10)]
+        assert [r["turn"] for r in replies] == list(range(1, 11))
+        assert [json.loads(line)["text"] for line in d.started.read_text().splitlines()] == [
+            f"message {n}" for n in range(10)
+        ]
+        client.close()
+        await server.close()
+
+    run(scenario())
+
+
+def test_a_worker_killed_mid_turn_has_its_message_answered_once_by_another(deploy: Any) -> None:
+    """SIGKILL the worker in the middle of a turn: after claim_after the other worker takes the chat
+    over, answers the message (once), and the conversation goes on."""
+    d = deploy(delay=1.5, claim_after=1.0)
+
+    async def scenario() -> None:
+        server = await ChatServer().start()
+        doomed = await d.worker("doomed", concurrency=1)
+        await d.ingress(server)
+        client = await ChatClient.open(server)
+        await client.say("#k", "cy", "hello")
+        await until(
+            lambda: d.started.is_file() and str(doomed.pid) in d.started.read_text(), "the turn to start"
+        )
+        doomed.kill()
+        doomed.wait()
+        survivor = await d.worker("survivor", concurrency=1)
+        got = parse(await client.reply(DEADLINE))
+        assert (got["text"], got["pid"], got["turn"]) == ("hello", survivor.pid, 1)
+        await no_more_replies(client, 2.5)
+        got = parse(await client.ask("#k", "cy", "again"))
+        assert (got["text"], got["pid"], got["turn"]) == ("again", survivor.pid, 2)
+        status = d.status()
+        assert status["broker"]["pending"] == 0 and status["broker"]["queued"] == 0
+        client.close()
+        await server.close()
+
+    run(scenario())
+
+
+def test_a_worker_silent_past_claim_after_then_waking_up_does_not_answer_twice(deploy: Any) -> None:
+    """SIGSTOP the worker mid-turn, let another take the chat over and answer, then SIGCONT the first:
+    it finishes its turn, but its reply is dropped (the chat is no longer its): one reply in all."""
+    d = deploy(delay=1.0, claim_after=1.0)
+
+    async def scenario() -> None:
+        server = await ChatServer().start()
+        sleeper = await d.worker("sleeper", concurrency=1)
+        await d.ingress(server)
+        client = await ChatClient.open(server)
+        await client.say("#z", "di", "are you there")
+        await until(
+            lambda: d.started.is_file() and str(sleeper.pid) in d.started.read_text(), "the turn to start"
+        )
+        os.kill(sleeper.pid, signal.SIGSTOP)
+        try:
+            other = await d.worker("other", concurrency=1)
+            got = parse(await client.reply(DEADLINE))
+            assert (got["text"], got["pid"]) == ("are you there", other.pid)
+        finally:
+            os.kill(sleeper.pid, signal.SIGCONT)
+        await until(
+            lambda: "gateway_chat_taken_over" in log_text(sleeper.home), "the woken worker to give up"
+        )
+        await no_more_replies(client, 1.5)
+        client.close()
+        await server.close()
+
+    run(scenario())
+
+
+def log_text(home: Path) -> str:
+    logs = home / "logs"
+    return (
+        "".join(p.read_text(encoding="utf-8", errors="replace") for p in logs.glob("*.log"))
+        if logs.is_dir()
+        else ""
+    )
+
+
+def test_a_restarted_worker_continues_the_conversation(deploy: Any) -> None:
+    """Two turns, SIGTERM the only worker (it drains and exits 0), start it again: the third message is
+    turn 3 of the same conversation, and the model was sent the first two."""
+    d = deploy(delay=0.05)
+
+    async def scenario() -> None:
+        server = await ChatServer().start()
+        worker = await d.worker("w", concurrency=1)
+        await d.ingress(server)
+        client = await ChatClient.open(server)
+        assert parse(await client.ask("#r", "ed", "one"))["turn"] == 1
+        assert parse(await client.ask("#r", "ed", "two"))["turn"] == 2
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(timeout=DEADLINE) == 0, d.output(worker)
+        again = await d.worker("w", concurrency=1)
+        got = parse(await client.ask("#r", "ed", "three"))
+        assert (got["turn"], got["pid"]) == (3, again.pid)
+        client.close()
+        await server.close()
+
+    run(scenario())
+
+
+def test_sigterm_lets_the_turn_in_progress_answer_before_the_worker_exits(deploy: Any) -> None:
+    d = deploy(delay=1.5)
+
+    async def scenario() -> None:
+        server = await ChatServer().start()
+        worker = await d.worker("w", concurrency=1)
+        await d.ingress(server)
+        client = await ChatClient.open(server)
+        await client.say("#t", "fay", "slow one")
+        await until(lambda: d.started.is_file(), "the turn to start")
+        worker.send_signal(signal.SIGTERM)
+        got = parse(await client.reply(DEADLINE))
+        assert (got["text"], got["pid"]) == ("slow one", worker.pid)
+        assert worker.wait(timeout=DEADLINE) == 0, d.output(worker)
+        assert "gateway: stopped" in d.output(worker)
+        client.close()
+        await server.close()
+
+    run(scenario())
+
+
+def test_redis_restarted_mid_run_loses_nothing(deploy: Any, redis_server: RedisServer) -> None:
+    """Messages sent while Redis is down are kept by the ingress and queued when it is back; the worker
+    reconnects by itself; every message is answered once, in order.  While Redis is down, gateway
+    status says it is not reachable."""
+    d = deploy(delay=0.05)
+
+    async def scenario() -> None:
+        server = await ChatServer().start()
+        await d.worker("w", concurrency=2)
+        await d.ingress(server)
+        client = await ChatClient.open(server)
+        assert parse(await client.ask("#x", "gus", "before"))["turn"] == 1
+        redis_server.stop()
+        try:
+            for n in range(5):
+                await client.say("#x", "gus", f"during {n}")
+            await client.say("#y", "hal", "another chat")
+            await asyncio.sleep(1.0)
+            down = await asyncio.to_thread(d.status)
+            assert down["broker"]["connected"] is False and down["broker"]["error"]
+        finally:
+            redis_server.start()
+        replies = [parse(r) for r in await collect(client, 6)]
+        x = [r for r in replies if r["chat"] == "#x"]
+        assert [r["text"] for r in x] == [f"during {n}" for n in range(5)]
+        assert [r["turn"] for r in x] == [2, 3, 4, 5, 6]
+        assert [r["text"] for r in replies if r["chat"] == "#y"] == ["another chat"]
+        await no_more_replies(client, 1.0)
+        client.close()
+        await server.close()
+
+    run(scenario())
+
+
+def test_gateway_status_json_shows_the_broker_workers_and_the_work(
+    deploy: Any, redis_server: RedisServer
+) -> None:
+    """With a password in the URL: the status shows it masked (never the password), both workers with
+    their host, pid and heartbeat, the ingress, and ``pending`` (taken) and ``queued`` (waiting) while a
+    slow turn holds the only worker's slot."""
+    secret = RedisServer(
+        redis_server.directory.parent / f"secret-{uuid.uuid4().hex[:6]}", password="hunter2-s3cret"
+    )
+    secret.directory.mkdir()
+    secret.start()
+    try:
+        d = deploy(delay=2.0)
+        d.broker["url"] = secret.url
+
+        async def scenario() -> None:
+            server = await ChatServer().start()
+            worker = await d.worker("w", concurrency=1)
+            await d.ingress(server)
+            client = await ChatClient.open(server)
+            await client.say("#s", "ivy", "first")
+            await client.say("#s", "ivy", "second")
+            await client.say("#other", "jo", "third")
+            await until(lambda: d.started.is_file(), "the turn to start")
+            status = await asyncio.to_thread(d.status)
+            broker = status["broker"]
+            assert "hunter2-s3cret" not in json.dumps(status)
+            assert broker["url"] == f"redis://***@127.0.0.1:{secret.port}/0"
+            assert broker["connected"] is True and broker["prefix"] == d.prefix
+            assert (broker["pending"], broker["queued"]) == (1, 2)
+            (row,) = broker["workers"]
+            assert row["pid"] == worker.pid and row["host"] and row["alive"] is True
+            assert abs(time.time() - row["last_heartbeat"]) < 60
+            assert [r["role"] for r in broker["ingresses"]] == ["ingress"]
+            assert status["sessions"] == {"store": "redis", "url": broker["url"]}
+            for output in (d.output(p) for p in d.procs):
+                assert "hunter2-s3cret" not in output
+            for home in (p.home for p in d.procs):  # type: ignore[attr-defined]
+                assert "hunter2-s3cret" not in log_text(home)
+            await collect(client, 3)
+            client.close()
+            await server.close()
+
+        run(scenario())
+    finally:
+        secret.stop()
+
+
+def test_past_max_pending_the_ingress_answers_busy(deploy: Any) -> None:
+    """No worker runs and max_pending is 2: the first two messages are queued, the third is answered
+    "busy" at once; when a worker starts, the two queued ones are answered."""
+    d = deploy(delay=0.01, max_pending=2)
+
+    async def scenario() -> None:
+        server = await ChatServer().start()
+        await d.ingress(server)
+        client = await ChatClient.open(server)
+        for n in range(3):
+            await client.say("#b", "kim", f"m{n}")
+        busy = await client.reply(DEADLINE)
+        assert "too many messages" in busy["text"] and busy["reply_to"] == "m3"
+        await d.worker("w")
+        assert [parse(r)["text"] for r in await collect(client, 2)] == ["m0", "m1"]
+        client.close()
+        await server.close()
+
+    run(scenario())
+
+
+@pytest.mark.parametrize("role", ["worker", "ingress"])
+def test_a_role_that_needs_a_broker_without_one_says_so(tmp_path: Path, role: str) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    proc = subprocess.run(
+        [*CLI, "gateway", "run", "--role", role],
+        env=cli_env(home),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2, proc
+    assert f"the {role} role needs a broker" in proc.stderr and "--broker URL" in proc.stderr
+
+
+def test_a_broker_url_that_is_not_redis_is_refused_with_the_key(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    proc = subprocess.run(
+        [*CLI, "gateway", "run", "--role", "worker", "--broker", "nats://user:pw-secret@host:4222"],
+        env=cli_env(home),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert "redis://" in proc.stderr
+    assert "pw-secret" not in proc.stderr and "nats://***@host:4222" in proc.stderr
+    assert "--broker" in proc.stderr
+
+
+def test_the_redis_client_is_not_imported_without_a_broker(tmp_path: Path) -> None:
+    """A single-process gateway (and gateway status) never imports the Redis client."""
+    home = tmp_path / "home"
+    home.mkdir()
+    probe = (
+        "import sys\nfrom kernel import Kernel\nk = Kernel()\nk.load()\nk.gateway.status()\n"
+        "k.gateway.store_description(k.gateway.broker_settings())\nprint('redis' in sys.modules)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", probe], env=cli_env(home), capture_output=True, text=True)
+    assert proc.stdout.strip() == "False", proc.stderr
