@@ -517,3 +517,188 @@ def test_the_redis_client_is_not_imported_without_a_broker(tmp_path: Path) -> No
     )
     proc = subprocess.run([sys.executable, "-c", probe], env=cli_env(home), capture_output=True, text=True)
     assert proc.stdout.strip() == "False", proc.stderr
+
+
+# ---------------------------------------------------------------------------
+# In one process (--role all with a broker): hooks, the spool, hostile events
+# ---------------------------------------------------------------------------
+
+HOOKS_PLUGIN = r'''
+"""Appends one JSON line per on_session_start / on_session_finalize call to RECORDS."""
+
+import json
+
+RECORDS = @RECORDS@
+
+
+def _record(hook):
+    def callback(**kwargs):
+        with open(RECORDS, "a", encoding="utf-8") as out:
+            out.write(json.dumps({"hook": hook, "session_id": kwargs.get("session_id"),
+                                  "reason": kwargs.get("reason")}) + "\n")
+    return callback
+
+
+def register(ctx):
+    ctx.register_hook("on_session_start", _record("on_session_start"))
+    ctx.register_hook("on_session_finalize", _record("on_session_finalize"))
+'''
+
+
+def in_process_home(
+    root: Path, url: str, port: int, *, delay: float = 0.0, prefix: str | None = None
+) -> Path:
+    home = root / "home"
+    if not home.exists():
+        home.mkdir()
+        platform_plugin(home, "linechat")
+        write_plugin(home / "plugins", "echo", ECHO_PLUGIN.replace("@STARTED@", "None"))
+        write_plugin(
+            home / "plugins", "hooks", HOOKS_PLUGIN.replace("@RECORDS@", repr(str(home / "hooks.jsonl")))
+        )
+    script = write_script(home, [{"text": "ok", "delay_s": delay}] * 50)
+    config = {
+        "model": {"provider": "scripted", "script": str(script)},
+        "gateway": {
+            "platforms": {"linechat": {"enabled": True, "port": port}},
+            "broker": {"url": url, "prefix": prefix or f"p{uuid.uuid4().hex[:8]}", "claim_after": 5},
+        },
+    }
+    (home / "config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    return home
+
+
+def hook_records(home: Path) -> list[dict[str, Any]]:
+    path = home / "hooks.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []
+
+
+async def serve(kernel: Any, server: ChatServer) -> asyncio.Task[None]:
+    task = asyncio.create_task(kernel.gateway.run())
+    await until(lambda: server.bots or task.done(), "the platform to connect", DEADLINE)
+    if task.done():
+        task.result()
+    return task
+
+
+async def stop(kernel: Any, task: asyncio.Task[None]) -> None:
+    kernel.gateway.stop()
+    await asyncio.wait_for(task, DEADLINE)
+
+
+def test_with_a_broker_new_finalizes_once_and_a_stop_finalizes_nothing(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """/new finalizes the chat's session once (on the worker that runs it); stopping the gateway does
+    not (the sessions go on elsewhere); the next run goes on with the same session, and
+    on_session_start fired once per session id."""
+    from kernel import Kernel
+
+    async def scenario() -> None:
+        server = await ChatServer().start()
+        home = in_process_home(tmp_path, redis_server.url, server.port, prefix="fin")
+        client = await ChatClient.open(server)
+        for round_ in range(2):
+            with Kernel(home=home) as k:
+                task = await serve(k, server)
+                assert parse(await client.ask("#f", "lu", f"hello {round_}"))["turn"] == round_ + 1
+                if round_ == 0:
+                    assert (await client.ask("#f", "lu", "/new"))["text"] == "Started a new conversation."
+                    assert parse(await client.ask("#f", "lu", "after new"))["turn"] == 1
+                await stop(k, task)
+        records = hook_records(home)
+        finals = [r for r in records if r["hook"] == "on_session_finalize"]
+        starts = [r["session_id"] for r in records if r["hook"] == "on_session_start"]
+        assert len(finals) == 1 and finals[0]["reason"] == "new"
+        assert len(starts) == len(set(starts)) == 2 and finals[0]["session_id"] == starts[0]
+        client.close()
+        await server.close()
+
+    run(scenario())
+
+
+def test_messages_accepted_while_redis_is_down_survive_a_stop_in_the_spool(tmp_path: Path) -> None:
+    """Redis goes down; two messages arrive; the gateway is stopped before Redis is back: they are
+    written to the spool file, and the next run (Redis back) answers them, in order."""
+    from kernel import Kernel
+
+    data = tmp_path / "redis"
+    data.mkdir()
+    own = RedisServer(data).start()
+    try:
+
+        async def scenario() -> None:
+            server = await ChatServer().start()
+            home = in_process_home(tmp_path, own.url, server.port, prefix="spool")
+            client = await ChatClient.open(server)
+            with Kernel(home=home) as k:
+                task = await serve(k, server)
+                assert parse(await client.ask("#s", "mo", "up"))["turn"] == 1
+                own.stop()
+                await client.say("#s", "mo", "down 1")
+                await client.say("#s", "mo", "down 2")
+                await until(lambda: server.received == 3, "the messages to reach the bot")
+                await asyncio.sleep(0.5)
+                await stop(k, task)
+            spool = home / "gateway" / "spool-spool.jsonl"
+            assert [json.loads(line)["text"] for line in spool.read_text().splitlines()] == [
+                "down 1",
+                "down 2",
+            ]
+            assert "gateway_messages_spooled" in log_text(home)
+            own.start()
+            with Kernel(home=home) as k:
+                task = await serve(k, server)
+                got = [parse(r) for r in await collect(client, 2)]
+                assert [(r["text"], r["turn"]) for r in got] == [("down 1", 2), ("down 2", 3)]
+                assert not spool.exists()
+                await stop(k, task)
+            client.close()
+            await server.close()
+
+        run(scenario())
+    finally:
+        own.stop()
+
+
+BIG_PLUGIN = r"""
+def _dispatch(event, gateway, session_store):
+    if event.text == "expand":
+        return {"action": "rewrite", "text": "x" * (2 * 1024 * 1024)}
+    return None
+
+
+def register(ctx):
+    ctx.register_hook("pre_gateway_dispatch", _dispatch)
+"""
+
+
+def test_a_message_too_big_for_the_broker_is_answered_not_queued(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """A message of 2 MiB (a plugin's rewrite makes it) or a chat id of 600 characters: answered that it
+    is too long, nothing queued; the chat's next message is its first turn."""
+    from kernel import Kernel
+
+    async def scenario() -> None:
+        server = await ChatServer().start()
+        home = in_process_home(tmp_path, redis_server.url, server.port)
+        write_plugin(home / "plugins", "big", BIG_PLUGIN)
+        client = await ChatClient.open(server)
+        with Kernel(home=home) as k:
+            task = await serve(k, server)
+            reply = await client.ask("#big", "nu", "expand")
+            assert (
+                reply["text"] == "Sorry, that message is too long to be answered."
+                and reply["reply_to"] == "m1"
+            )
+            long_chat = "#" + "c" * 600
+            reply = await client.ask(long_chat, "nu", "hello")
+            assert reply["text"] == "Sorry, that message is too long to be answered."
+            assert reply["chat"] == long_chat
+            assert parse(await client.ask("#big", "nu", "small"))["turn"] == 1
+            await stop(k, task)
+        client.close()
+        await server.close()
+
+    run(scenario())

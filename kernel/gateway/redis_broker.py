@@ -29,6 +29,8 @@ from typing import Any, TypeVar
 import redis.asyncio as aioredis
 import tenacity
 from redis import exceptions as rexc
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 
 from .broker import (
     STALE,
@@ -152,6 +154,9 @@ class RedisBroker(Broker):
         self._redis = aioredis.from_url(
             settings.url,
             decode_responses=True,
+            # The retries are ours (tenacity, in _call); the client's own would also turn a cancelled
+            # read that races its timeout into a new read, and a stop would wait for it.
+            retry=Retry(NoBackoff(), 0),
             socket_connect_timeout=5,
             socket_timeout=30,
             health_check_interval=15,
@@ -164,7 +169,8 @@ class RedisBroker(Broker):
         self._claim_checked = 0.0
         self.connected = False
         self.last_error: str | None = None
-        self._groups: set[str] = set()
+        # The consumer groups this broker uses, made again when Redis comes back without them.
+        self._groups: set[str] = {f"{self.k_ready}\0{WORKERS}"}
 
     def k_chat(self, chat_key: str) -> str:
         return f"{self.settings.prefix}:chat:{chat_key}"
@@ -216,9 +222,10 @@ class RedisBroker(Broker):
             was = self.connected
             self.connected = False
             self.last_error = self._masked(exc) if exc else "unknown"
-            if self._log is not None and (
-                was or state.attempt_number in (1, 10) or state.attempt_number % 50 == 0
-            ):
+            # A group not made yet at start (the open is under way) is not news.
+            starting = state.attempt_number == 1 and "NOGROUP" in self.last_error
+            loud = was or state.attempt_number in (1, 10) or state.attempt_number % 50 == 0
+            if self._log is not None and loud and not starting:
                 self._log.warning(
                     "gateway_broker_retry",
                     broker=self.settings.masked_url,
@@ -237,7 +244,7 @@ class RedisBroker(Broker):
         try:
             async for attempt in retrying:
                 with attempt:
-                    if attempt.retry_state.attempt_number > 1 and self._groups:
+                    if attempt.retry_state.attempt_number > 1:
                         await self._regroup()
                     result = await fn(*args, **kwargs)
         except Exception as exc:

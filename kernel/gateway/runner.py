@@ -51,6 +51,7 @@ BACKOFF_MAX = 60.0
 WATCH_INTERVAL = 1.0  # how often a connected adapter's is_connected is checked
 CONNECT_TIMEOUT = 60.0  # a connect() that takes longer counts as failed (and is retried)
 DRAIN_TIMEOUT = 30.0  # how long shutdown waits for the turns in progress
+TASKS_TIMEOUT = 5.0  # how long shutdown waits for its tasks to end (then once more after cancelling them)
 ROLES = ("all", "ingress", "worker")
 DEFAULT_CONCURRENCY = 4  # turns a worker runs at once (gateway.worker.concurrency)
 #: Sessions a worker keeps in memory between its chats' turns (their state is in the store).
@@ -92,6 +93,7 @@ class Gateway:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self._tasks: list[asyncio.Task[Any]] = []
+        self._broker_tasks: list[asyncio.Task[Any]] = []  # they end by themselves once stopping
         self._session_locks: dict[tuple[str, str], asyncio.Lock] = {}
         self._inflight: set[asyncio.Future[None]] = set()
         self._ingress: Any = None
@@ -274,7 +276,9 @@ class Gateway:
         started: list[str] = []
         try:
             if broker is not None:
-                await self._open_broker(broker)
+                # Not awaited: while Redis is unreachable, the adapters already accept messages (kept
+                # in order by the ingress) and every broker call retries until it is back.
+                self._tasks.append(asyncio.create_task(broker.open(), name="gateway-broker-open"))
             if role != "worker":
                 started = await self._start_adapters(platforms)
             if broker is not None:
@@ -282,10 +286,10 @@ class Gateway:
 
                 if role != "worker":
                     self._ingress = Ingress(self, broker)
-                    self._tasks.extend(self._ingress.start(started))
+                    self._broker_tasks.extend(self._ingress.start(started))
                 if role != "ingress":
                     self.worker = Worker(self, broker, store, slots)
-                    self._tasks.append(asyncio.create_task(self.worker.run(), name="gateway-worker"))
+                    self._broker_tasks.append(asyncio.create_task(self.worker.run(), name="gateway-worker"))
             await kernel.events.aemit("gateway:startup", {"platforms": started})
             kernel.log.info(
                 "gateway_started",
@@ -297,17 +301,6 @@ class Gateway:
             await self._stop.wait()
         finally:
             await self._shutdown()
-
-    async def _open_broker(self, broker: Broker) -> None:
-        """Connect to the broker (retrying while it is unreachable), giving up when asked to stop."""
-        assert self._stop is not None
-        opening = asyncio.create_task(broker.open())
-        stopping = asyncio.create_task(self._stop.wait())
-        await asyncio.wait({opening, stopping}, return_when=asyncio.FIRST_COMPLETED)
-        stopping.cancel()
-        if not opening.done():
-            broker.stop_retrying()
-        await opening  # BrokerUnavailable when the stop came first: run() ends
 
     async def _start_adapters(self, platforms: Iterable[str] | None) -> list[str]:
         kernel = self._kernel
@@ -338,20 +331,10 @@ class Gateway:
         loop, stop = self._loop, self._stop
         if loop is None or stop is None:
             return
-        if self.broker is not None:
-            self.broker_stopping()
         if loop.is_running():
             loop.call_soon_threadsafe(stop.set)
         else:
             stop.set()
-
-    def broker_stopping(self) -> None:
-        """A stop while the broker is unreachable: whatever waits for it gives up (nothing is lost:
-        unacknowledged messages stay in the broker, unqueued ones go to the ingress's spool file)."""
-        if self._ingress is not None:
-            self._ingress.stopping = True
-        if self.worker is not None:
-            self.worker.stopping = True
 
     async def _connect(self, spec: PlatformSpec, adapter: BasePlatformAdapter) -> None:
         """Connect (with retries), then watch: a dropped adapter is reconnected the same way.
@@ -422,10 +405,18 @@ class Gateway:
             await self._ingress.drain(DRAIN_TIMEOUT)
         if broker is not None:
             broker.stop_retrying()
-        for task in self._tasks:
+            # The broker's loops end by themselves once stopping (each waits a second or two at most).
+            if self._broker_tasks:
+                await asyncio.wait(self._broker_tasks, timeout=TASKS_TIMEOUT)
+        tasks = [*self._tasks, *self._broker_tasks]
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if tasks:
+            _done, stuck = await asyncio.wait(tasks, timeout=TASKS_TIMEOUT)
+            if stuck:
+                kernel.log.warning("gateway_tasks_left_running", tasks=sorted(t.get_name() for t in stuck))
         self._tasks.clear()
+        self._broker_tasks.clear()
         for name, adapter in list(self.adapters.items()):
             try:
                 await asyncio.wait_for(adapter.disconnect(), timeout=10)

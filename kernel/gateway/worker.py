@@ -65,6 +65,7 @@ class Ingress:
         self.delivered = 0
         self.duplicates = 0
         self._wake = asyncio.Event()
+        self.stopped = asyncio.Event()  # set with stopping: wakes the heartbeat
         self._draining = False
         self._quiet: dict[str, asyncio.Event] = {}
 
@@ -106,14 +107,15 @@ class Ingress:
         adapter = adapter or self.gateway.adapters.get(message.platform)
         if adapter is not None:
             text = BUSY_REPLY if why == "busy" else TOO_LONG_REPLY
-            await self.gateway.send(adapter, message.chat_id[:MAX_CHAT_ID], text, reply_to=message.message_id)
+            await self.gateway.send(adapter, message.chat_id, text, reply_to=message.message_id)
 
     async def _submitter(self) -> None:
         """Put the backlog into the broker, oldest first (so each chat keeps its order)."""
-        while True:
-            while not self.backlog:
+        while not self.stopping:
+            if not self.backlog:
                 self._wake.clear()
                 await self._wake.wait()
+                continue
             message = self.backlog[0]
             try:
                 queued = await self.broker.submit(message)
@@ -126,9 +128,9 @@ class Ingress:
     # -- outgoing --------------------------------------------------------------------------
 
     async def _replies(self, platform: str) -> None:
-        while True:
+        while not self.stopping:
             try:
-                batch = await self.broker.replies(platform, block=0.2 if self._draining else 2.0)
+                batch = await self.broker.replies(platform, block=0.2 if self._draining else 1.0)
             except BrokerUnavailable:
                 return
             if not batch and self._draining:
@@ -173,16 +175,18 @@ class Ingress:
         """Queue what is left and send the replies there are, for up to ``timeout`` seconds."""
         self._draining = True
         give_up = time.monotonic() + timeout
-        while self.backlog and time.monotonic() < give_up and not self.stopping:
+        while self.backlog and time.monotonic() < give_up and self.broker.connected:
             await asyncio.sleep(0.05)
         for event in self._quiet.values():
             event.clear()
         quiet = [asyncio.create_task(event.wait()) for event in self._quiet.values()]
-        if quiet:
+        if quiet and self.broker.connected:
             await asyncio.wait(quiet, timeout=max(give_up - time.monotonic(), 0.1))
             for task in quiet:
                 task.cancel()
         self.stopping = True
+        self.stopped.set()
+        self._wake.set()
         if self.gateway.role == "ingress" and self.broker.connected:
             await _leave(self.broker, self.member, self.kernel)
 
@@ -240,6 +244,7 @@ class Worker:
         self.serving: dict[str, tuple[Lease, asyncio.Task[None]]] = {}
         self.stopping = False
         self.answered = 0
+        self.stopped = asyncio.Event()  # set with stopping: wakes the heartbeat
         self._freed = asyncio.Event()
 
     async def run(self) -> None:
@@ -355,6 +360,7 @@ class Worker:
     async def drain(self, timeout: float) -> None:
         """Stop taking chats; let the turns in progress finish and hand back, for up to ``timeout``."""
         self.stopping = True
+        self.stopped.set()
         self._freed.set()
         tasks = [task for _lease, task in self.serving.values()]
         if tasks:
@@ -371,14 +377,15 @@ async def _beat(owner: Ingress | Worker, leases: Any) -> None:
     """Tell the broker ``owner`` is alive (and which chats it holds), every ``claim_after / 3`` seconds."""
     broker = owner.broker
     interval = min(broker.settings.claim_after / BEATS_PER_CLAIM, HEARTBEAT_MAX)
-    while True:
+    while not owner.stopping:
         try:
             lost = await broker.heartbeat(owner.member, leases())
         except BrokerUnavailable:
             return
         if lost:
             owner.kernel.log.warning("gateway_chats_lost", worker=owner.member.id, tokens=sorted(lost))
-        await asyncio.sleep(interval)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(owner.stopped.wait(), interval)
 
 
 async def _leave(broker: Broker, member: Member, kernel: Any) -> None:
