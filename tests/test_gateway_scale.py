@@ -160,6 +160,17 @@ class Deployment:
         assert proc.returncode == 0, proc.stderr
         return json.loads(proc.stdout)
 
+    def status_text(self, name: str = "status") -> str:
+        proc = subprocess.run(
+            [*CLI, "gateway", "status"],
+            env=cli_env(self.home(name)),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
     def stop_all(self) -> None:
         for proc in self.procs:
             if proc.poll() is None:
@@ -442,6 +453,9 @@ def test_gateway_status_json_shows_the_broker_workers_and_the_work(
             assert abs(time.time() - row["last_heartbeat"]) < 60
             assert [r["role"] for r in broker["ingresses"]] == ["ingress"]
             assert status["sessions"] == {"store": "redis", "url": broker["url"]}
+            text = await asyncio.to_thread(d.status_text)
+            assert f"broker: {broker['url']} connected" in text and "queued 2, being answered 1" in text
+            assert f"pid {worker.pid}" in text and "hunter2-s3cret" not in text
             for output in (d.output(p) for p in d.procs):
                 assert "hunter2-s3cret" not in output
             for home in (p.home for p in d.procs):  # type: ignore[attr-defined]
