@@ -35,7 +35,7 @@ LINT_REQS := tests/lint-requirements.txt
 PEERS := .venv-peers
 HERMES_AGENT_VERSION := 0.19.0
 
-.PHONY: run test test-deps bench bench-peers lint clean
+.PHONY: run test test-deps bench bench-peers bench-gateway lint clean
 
 # pip's download cache stays in the project's folder too.
 export PIP_CACHE_DIR := $(abspath $(VENV))/pip-cache
@@ -143,6 +143,13 @@ $(PEERS)/.installed:
 
 bench-peers: $(STAMP) $(PEERS)/.installed
 	$(PY) tests/benchmarks/bench_kernel.py --peer-python $(PEERS)/bin/python
+
+# The scaled-out gateway under load (tests/benchmarks/bench_gateway.py): one ingress and 1, 2, 4 workers
+# (separate processes) with a real redis-server from .venv/debs; 400 messages from 40 chats, a 200 ms
+# model turn; throughput, latency, lost and duplicated replies, and the broker's overhead per message.
+# A few minutes; `$(PY) tests/benchmarks/bench_gateway.py --quick` is a quick check.
+bench-gateway: $(STAMP) $(DEBS_STAMP)
+	$(PY) tests/benchmarks/bench_gateway.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check kernel extensions tests

@@ -101,3 +101,30 @@ def test_quick_benchmark_reports_every_row(tmp_path: Path) -> None:
         assert isinstance(data["dispatch"]["hooks"][hook]["met"], bool)
         assert isinstance(data["dispatch"]["hooks"][hook]["pm_met"], bool)
     assert [(r["n"], r["loaded"]) for r in data["load"]] == [(n, n) for n in QUICK_COUNTS]
+
+
+GATEWAY_SCRIPT = REPO / "tests" / "benchmarks" / "bench_gateway.py"
+
+
+def test_quick_gateway_benchmark_answers_every_message_once(tmp_path: Path) -> None:
+    """``bench_gateway.py --quick`` (a real Redis, an ingress and 1 then 2 workers, then light load with
+    and without the broker): every message is answered, once, each chat in order; the timings are
+    reported, never judged here."""
+    out = tmp_path / "bench-gateway.json"
+    proc = subprocess.run(
+        [sys.executable, str(GATEWAY_SCRIPT), "--quick", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    data = json.loads(out.read_text(encoding="utf-8"))
+    assert data["settings"]["quick"] is True
+    assert [row["workers"] for row in data["burst"]] == [1, 2]
+    rows = [*data["burst"], data["light"]["broker"], data["light"]["direct"]]
+    for row in rows:
+        assert row["lost"] == 0 and row["dup"] == 0, row
+        assert row["answered"] == row["messages"] and row["out_of_order"] == 0, row
+    assert [row["messages"] for row in rows] == [10, 10, 5, 5]
+    assert re.search(r"^targets: ", proc.stdout, re.MULTILINE), proc.stdout

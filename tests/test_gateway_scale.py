@@ -133,7 +133,7 @@ class Deployment:
 
     async def worker(self, name: str, **options: Any) -> subprocess.Popen[bytes]:
         proc = self.start(name, "worker", **options)
-        await self.ready(proc, "gateway: worker ")
+        await self.ready(proc, " connected to ")
         return proc
 
     async def ingress(
