@@ -62,9 +62,17 @@ class _BindFailed(Exception):
 class RedisServer:
     """A redis-server on 127.0.0.1 with its data in ``directory`` (see the module docstring)."""
 
-    def __init__(self, directory: Path, *, port: int | None = None, password: str | None = None) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        port: int | None = None,
+        password: str | None = None,
+        appendfsync: str = "always",
+    ) -> None:
         self.directory = Path(directory)
         self.password = password
+        self.appendfsync = appendfsync
         #: The server's log (redis-server's own, with what it writes to stdout and stderr).
         self.log = self.directory / "redis.log"
         self._port = port
@@ -203,7 +211,7 @@ class RedisServer:
     def _command(self, port: int) -> list[str]:
         command = [str(REDIS_SERVER), "--port", str(port), "--bind", HOST, "--protected-mode", "yes"]
         command += ["--daemonize", "no", "--dir", str(self.directory), "--logfile", str(self.log)]
-        command += ["--appendonly", "yes", "--appendfsync", "always", "--save", ""]
+        command += ["--appendonly", "yes", "--appendfsync", self.appendfsync, "--save", ""]
         if self.password is not None:
             command += ["--requirepass", self.password]
         return command

@@ -236,6 +236,10 @@ class Lease:
     message: Inbound | None
     #: When the worker took the chat (monotonic clock).
     taken_at: float = field(default_factory=time.monotonic)
+    #: The chat's session record (JSON) read with the lease, when the broker is also the session
+    #: store (``prefetched``): a round trip saved.
+    session: str | None = None
+    prefetched: bool = False
 
 
 @dataclass
@@ -303,11 +307,11 @@ class Broker(ABC):
 
     @abstractmethod
     async def was_sent(self, key: str) -> bool:
-        """Whether the reply to the message ``key`` was sent already."""
+        """Whether the message ``key`` has had its reply handed back (only its first one is kept)."""
 
     @abstractmethod
-    async def sent(self, platform: str, entry: str, key: str | None) -> None:
-        """Record the reply ``entry`` as sent (``key`` marks its message answered) and drop it."""
+    async def sent(self, platform: str, entry: str) -> None:
+        """Record the reply ``entry`` as sent: it is dropped from the platform's replies."""
 
     # the worker's side
 
@@ -327,7 +331,8 @@ class Broker(ABC):
         """Hand ``reply`` back and acknowledge ``lease.message`` (saving ``session``, ``(chat key, state
         JSON)``, in the same step when the store is the broker's); the chat's next message, ``None``
         when none is left (the chat is given up), or :data:`STALE` when another worker took the chat
-        over meanwhile (nothing was written)."""
+        over meanwhile (nothing was written).  A reply to a message (``reply.key``) that already had
+        one is not handed back."""
 
     @abstractmethod
     async def release(self, worker: str, lease: Lease) -> None:

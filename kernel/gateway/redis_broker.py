@@ -80,13 +80,17 @@ end
 _FINISH = (
     _OWNED
     + """
--- KEYS: ready, chat stream, active, count, out stream, session key
+-- KEYS: ready, chat stream, active, count, out stream, session key, sent marker
 -- ARGV: group, worker, token, message id or '', reply or '', chat key, session or ''
 if not owned(KEYS[1], ARGV[1], ARGV[2], ARGV[3]) then return {-1} end
 if ARGV[4] ~= '' then
   if redis.call('XDEL', KEYS[2], ARGV[4]) == 0 then return {-1} end
   if tonumber(redis.call('DECR', KEYS[4])) < 0 then redis.call('SET', KEYS[4], 0) end
-  if ARGV[5] ~= '' then redis.call('XADD', KEYS[5], '*', 'r', ARGV[5]) end
+  -- The message's first reply is the one sent: a second one (the same message queued twice by a
+  -- platform that delivered it twice) is dropped here.
+  if ARGV[5] ~= '' and redis.call('SET', KEYS[7], '1', 'NX', 'EX', SENT_TTL) then
+    redis.call('XADD', KEYS[5], '*', 'r', ARGV[5])
+  end
   if ARGV[7] ~= '' then redis.call('SET', KEYS[6], ARGV[7]) end
 end
 local nxt = redis.call('XRANGE', KEYS[2], '-', '+', 'COUNT', 1)
@@ -98,7 +102,7 @@ if #nxt == 0 then
   return {0}
 end
 return {1, nxt[1][1], nxt[1][2][2]}
-"""
+""".replace("SENT_TTL", str(SENT_TTL))
 )
 
 _RELEASE = (
@@ -167,6 +171,8 @@ class RedisBroker(Broker):
         self._heartbeat = self._redis.register_script(_HEARTBEAT)
         self._stopping = False
         self._claim_checked = 0.0
+        self._epoch = 0
+        self._pel_read: dict[str, int] = {}
         self.connected = False
         self.last_error: str | None = None
         # The consumer groups this broker uses, made again when Redis comes back without them.
@@ -219,6 +225,7 @@ class RedisBroker(Broker):
 
         def before_sleep(state: tenacity.RetryCallState) -> None:
             exc = state.outcome.exception() if state.outcome else None
+            self._epoch += 1  # what was read on the lost connection is read again
             was = self.connected
             self.connected = False
             self.last_error = self._masked(exc) if exc else "unknown"
@@ -278,8 +285,12 @@ class RedisBroker(Broker):
         stream = self.k_out(platform)
         if f"{stream}\0{INGRESS}" not in self._groups:
             await self._call("create the reply stream", self._make_group, stream, INGRESS)
-        # What this ingress read before a restart and did not finish comes first.
-        entries = await self._call("read replies", self._read, stream, INGRESS, platform, "0", 100, None)
+        entries: list[tuple[str, dict[str, str]]] = []
+        if self._pel_read.get(stream) != self._epoch:
+            # What this ingress read before (a restart, a lost connection) and did not finish.
+            entries = await self._call("read replies", self._read, stream, INGRESS, platform, "0", 100, None)
+            if not entries:
+                self._pel_read[stream] = self._epoch
         if not entries:
             entries = await self._call(
                 "read replies", self._read, stream, INGRESS, platform, ">", 100, int(block * 1000)
@@ -305,11 +316,9 @@ class RedisBroker(Broker):
     async def was_sent(self, key: str) -> bool:
         return bool(await self._call("check a reply", self._redis.exists, self.k_sent(key)))
 
-    async def sent(self, platform: str, entry: str, key: str | None) -> None:
+    async def sent(self, platform: str, entry: str) -> None:
         async def mark() -> None:
             async with self._redis.pipeline(transaction=True) as pipe:
-                if key is not None:
-                    pipe.set(self.k_sent(key), "1", ex=SENT_TTL)
                 pipe.xack(self.k_out(platform), INGRESS, entry)
                 pipe.xdel(self.k_out(platform), entry)
                 await pipe.execute()
@@ -354,17 +363,30 @@ class RedisBroker(Broker):
                     max(1, int(block * 1000)) if not tokens else None,
                 )
             )
-        leases = []
+        good = []
         for token, fields in tokens:
             chat = (fields or {}).get("chat")
-            if not chat:  # not a token this broker wrote: acknowledged, not served
+            if chat:
+                good.append((token, chat))
+            else:  # not a token this broker wrote: acknowledged, not served
                 await self._call("drop a bad token", self._redis.xack, self.k_ready, WORKERS, token)
-                continue
-            head = await self._call(
-                "read a message", self._redis.xrange, self.k_chat(chat), "-", "+", count=1
-            )
+        if not good:
+            return []
+
+        async def heads() -> list[Any]:
+            # Each chat's first message and its session, in one round trip.
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for _token, chat in good:
+                    pipe.xrange(self.k_chat(chat), "-", "+", count=1)
+                    pipe.get(self.k_session(chat))
+                return await pipe.execute()
+
+        found = await self._call("read the chats' messages", heads)
+        leases = []
+        for index, (token, chat) in enumerate(good):
+            head, session = found[2 * index], found[2 * index + 1]
             message = self._message(chat, head[0][0], head[0][1].get("m", "")) if head else None
-            leases.append(Lease(token=token, chat_key=chat, message=message))
+            leases.append(Lease(token, chat, message, session=session, prefetched=True))
         return leases
 
     def _message(self, chat: str, entry: str, payload: str) -> Inbound:
@@ -397,6 +419,7 @@ class RedisBroker(Broker):
                 self.k_count,
                 self.k_out(reply.platform if reply is not None else chat.partition(":")[0]),
                 self.k_session(session[0] if session is not None else chat),
+                self.k_sent(reply.key if reply is not None else ""),
             ],
             args=[
                 WORKERS,

@@ -39,7 +39,7 @@ from .base import BasePlatformAdapter, MessageEvent, SendResult
 from .broker import FAILED_REPLY, Broker, BrokerError, BrokerSettings, chat_key
 from .config import Platform, PlatformConfig
 from .registry import GatewayError, PlatformSpec
-from .sessions import SessionState, SessionStore, SessionStoreError, SqliteSessionStore
+from .sessions import NOT_READ, SessionState, SessionStore, SessionStoreError, SqliteSessionStore
 
 if TYPE_CHECKING:
     from ..agent import AgentSession
@@ -509,12 +509,19 @@ class Gateway:
         return result.reply
 
     async def session_for(
-        self, platform: str, chat: str, user: str | None, *, refresh: bool = False
+        self,
+        platform: str,
+        chat: str,
+        user: str | None,
+        *,
+        refresh: bool = False,
+        state: SessionState | object | None = NOT_READ,
     ) -> AgentSession:
         """The session of ``(platform, chat)``: the one in memory, else one continuing the store's state.
 
-        ``refresh`` reads the store even when one is in memory (a worker: another may have answered the
-        chat since).  A state finalized at a stop goes on under a new session id, with its history.
+        ``refresh`` reads the store even when one is in memory (a worker taking a chat: another may have
+        answered it since); ``state`` is the store's record when the caller read it already.  A state
+        finalized at a stop goes on under a new session id, with its history.
         """
         from ..agent import DEFAULT_SYSTEM_PROMPT, AgentSession
 
@@ -522,7 +529,9 @@ class Gateway:
         session = self.sessions.get(key)
         if session is not None and not session.closed and not refresh:
             return session
-        state = await self.store.load(chat_key(platform, chat)) if self.store is not None else None
+        if state is NOT_READ:
+            state = await self.store.load(chat_key(platform, chat)) if self.store is not None else None
+        assert state is None or isinstance(state, SessionState)
         if state is not None and state.finalized:
             state = SessionState(session_id="", messages=state.messages, turns=0)
         wanted = state.session_id if state is not None else None

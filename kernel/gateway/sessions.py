@@ -29,6 +29,8 @@ from typing import Any
 MAX_STATE_BYTES = 32 * 1024 * 1024
 #: The deepest JSON nesting accepted when a state is read back.
 MAX_STATE_DEPTH = 64
+#: "The store was not read": what a caller passes when it has no record in hand.
+NOT_READ = object()
 
 
 class SessionStoreError(Exception):

@@ -36,7 +36,7 @@ from .broker import (
     Outbound,
     member_id,
 )
-from .sessions import SessionStore, SessionStoreError
+from .sessions import NOT_READ, SessionState, SessionStore, SessionStoreError
 
 if TYPE_CHECKING:
     from .base import BasePlatformAdapter, MessageEvent
@@ -63,7 +63,6 @@ class Ingress:
         self.spool = self.kernel.home / "gateway" / f"spool-{broker.settings.prefix}.jsonl"
         self.stopping = False
         self.delivered = 0
-        self.duplicates = 0
         self._wake = asyncio.Event()
         self.stopped = asyncio.Event()  # set with stopping: wakes the heartbeat
         self._draining = False
@@ -140,33 +139,22 @@ class Ingress:
                     return
 
     async def _deliver(self, platform: str, entry: str, reply: Outbound | None) -> bool:
-        """Send one reply unless its message was answered already; ``False`` when stopping first."""
+        """Send one reply (a message's only one: the broker keeps no second); ``False`` when stopping
+        before the platform is connected again."""
         broker = self.broker
         try:
-            if reply is None:
-                await broker.sent(platform, entry, None)
-                return True
-            if await broker.was_sent(reply.key):
-                self.duplicates += 1
-                self.kernel.log.info(
-                    "gateway_duplicate_reply_dropped",
-                    platform=platform,
-                    message=reply.key,
-                    worker=reply.worker,
-                )
-                await broker.sent(platform, entry, None)
-                return True
-            adapter = self.gateway.adapters.get(platform)
-            while adapter is None or not adapter.is_connected:
-                if self.stopping:
-                    return False  # it stays in the broker: sent after the restart
-                await asyncio.sleep(RESEND_WAIT)
+            if reply is not None:
                 adapter = self.gateway.adapters.get(platform)
-            await self.gateway.send(adapter, reply.chat_id, reply.text, reply_to=reply.reply_to)
-            await broker.sent(platform, entry, reply.key)
+                while adapter is None or not adapter.is_connected:
+                    if self.stopping:
+                        return False  # it stays in the broker: sent after the restart
+                    await asyncio.sleep(RESEND_WAIT)
+                    adapter = self.gateway.adapters.get(platform)
+                await self.gateway.send(adapter, reply.chat_id, reply.text, reply_to=reply.reply_to)
+                self.delivered += 1
+            await broker.sent(platform, entry)
         except BrokerUnavailable:
             return False
-        self.delivered += 1
         return True
 
     # -- stopping --------------------------------------------------------------------------
@@ -281,10 +269,14 @@ class Worker:
     async def _serve(self, lease: Lease) -> None:
         """Answer the chat's messages until none is left (or the chat was taken over, or a stop)."""
         log = self.kernel.log
+        first = True
         try:
             while lease.message is not None:
                 message = lease.message
-                reply, state = await self._answer(message)
+                # The chat was taken just now: its conversation is read again (another worker may have
+                # answered it since).  Its next messages follow this worker's own turns.
+                reply, state = await self._answer(message, lease if first else None)
+                first = False
                 atomic = state is not None and getattr(self.store, "atomic_with_replies", False)
                 following = await self.broker.finish(
                     self.member.id, lease, reply, (message.chat_key, state) if atomic else None
@@ -311,14 +303,19 @@ class Worker:
         except BrokerUnavailable:
             return  # a stop while the broker is unreachable: the message stays unacknowledged there
 
-    async def _answer(self, message: Inbound) -> tuple[Outbound | None, str | None]:
-        """The reply to ``message`` and the chat's state after it (JSON), the turn run on this worker."""
+    async def _answer(self, message: Inbound, taken: Lease | None) -> tuple[Outbound | None, str | None]:
+        """The reply to ``message`` and the chat's state after it (JSON), the turn run on this worker;
+        ``taken``: the lease when the chat was just taken (its session is read again)."""
         gateway = self.gateway
         if message.message_type == "unreadable":
             return None, None  # logged by the broker when it was read
         try:
             session = await gateway.session_for(
-                message.platform, message.chat_id, message.user_id, refresh=True
+                message.platform,
+                message.chat_id,
+                message.user_id,
+                refresh=taken is not None,
+                state=self._prefetched(taken),
             )
             text = await gateway.respond(message.platform, session, message.text, message.user_id)
         except BrokerUnavailable:
@@ -345,9 +342,18 @@ class Worker:
             )
         return reply, state
 
-    async def _save(self, message: Inbound, state: str) -> None:
-        from .sessions import SessionState
+    def _prefetched(self, lease: Lease | None) -> SessionState | object | None:
+        """The session record read with ``lease`` (when the store is the broker's), else ``NOT_READ``."""
+        if lease is None or not lease.prefetched or not getattr(self.store, "atomic_with_replies", False):
+            return NOT_READ
+        if lease.session is None:
+            return None
+        try:
+            return SessionState.loads(lease.session)
+        except (ValueError, RecursionError):
+            return NOT_READ  # the store reads it again, and keeps the bad record aside
 
+    async def _save(self, message: Inbound, state: str) -> None:
         try:
             await self.store.save(message.chat_key, SessionState.loads(state))
         except (SessionStoreError, ValueError, OSError) as exc:

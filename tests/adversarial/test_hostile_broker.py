@@ -286,8 +286,9 @@ def test_any_text_and_chat_id_go_through_redis_unchanged(
         assert await b.finish("w", lease, reply) is None
         ((entry, back),) = await b.replies("irc", block=0.5)
         assert back == reply
-        await b.sent("irc", entry, back.key)
+        await b.sent("irc", entry)
         assert await b.was_sent(sent.reply_key)
+        assert await b.replies("irc", block=0.1) == []
         await b.aclose()
 
     run(scenario())
@@ -338,6 +339,29 @@ def test_a_lease_without_a_message_gives_the_chat_up(redis_server: RedisServer) 
         assert lease.message is None
         assert await b.finish("w", Lease(lease.token, lease.chat_key, None), None) is None
         assert raw.hget(b.k_active, "irc:#e") is None
+        await b.aclose()
+
+    run(scenario())
+
+
+def test_a_message_the_platform_delivered_twice_gets_one_reply(redis_server: RedisServer) -> None:
+    """Two queued copies of the platform's message m7 (two deliveries, so two submissions): both are
+    answered by the worker, only the first reply is handed back to the ingress."""
+    b = broker(redis_server)
+
+    async def scenario() -> None:
+        await b.open()
+        for _ in range(2):
+            assert await b.submit(Inbound(platform="irc", chat_id="#d", text="hi", message_id="m7"))
+        (lease,) = await b.take("w", 1, block=1)
+        for expected in (Inbound, type(None)):
+            assert lease.message is not None
+            reply = Outbound("irc", "#d", f"answer to {lease.message.uid}", "m7", lease.message.reply_key)
+            following = await b.finish("w", lease, reply)
+            assert isinstance(following, expected)
+            lease.message = following if isinstance(following, Inbound) else None
+        replies = await b.replies("irc", block=0.2)
+        assert len(replies) == 1 and replies[0][1] is not None and replies[0][1].reply_to == "m7"
         await b.aclose()
 
     run(scenario())

@@ -3,7 +3,7 @@
 Every gateway process is a real ``python -m kernel gateway run --role ...`` with a home of its own (as
 on separate machines), on this machine; the broker is a real redis-server on 127.0.0.1 (the one
 ``make test-deps`` unpacks into .venv/debs, run by tests/redis_server.py: append-only file, ``appendfsync
-always``); the platform is the line chat of tests/test_gateway.py (a TCP chat server this script runs,
+everysec`` by default as in Redis, ``--appendfsync always`` for an fsync per write); the platform is the line chat of tests/test_gateway.py (a TCP chat server this script runs,
 and a person's client); the model is the bundled ``scripted`` one, every turn ``ok`` after a fixed
 wait (200 ms).  A small probe plugin in every home records when each turn starts and ends.
 
@@ -607,7 +607,7 @@ def print_report(env: dict[str, Any], settings: dict[str, Any], results: dict[st
     print("hermes-kernel gateway benchmark")
     print(
         f"Python {env['python']} ({env['implementation']}), hermes-kernel {env['hermes_kernel']}, "
-        f"redis-server {env['redis_server']} (appendfsync always), redis-py {env['redis_py']}"
+        f"redis-server {env['redis_server']} (appendfsync {settings['appendfsync']}), redis-py {env['redis_py']}"
     )
     print(f"CPU count: {env['cpu_count']} (usable: {env['cpus_usable']}), {env['platform']}")
     print(f"mode: {'quick' if settings['quick'] else 'full'}")
@@ -757,6 +757,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--turn", type=float, metavar="SECONDS", help="the model turn (default 0.2)")
     parser.add_argument("--light", type=int, metavar="N", help="messages at light load (default 30)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder (homes, logs)")
+    parser.add_argument(
+        "--appendfsync",
+        choices=("everysec", "always"),
+        default="everysec",
+        help="Redis's append-only file sync (default everysec, Redis's own default; always: an fsync "
+        "per write, nothing lost even if the Redis machine fails)",
+    )
     options = parser.parse_args(argv)
 
     if options.quick:
@@ -790,6 +797,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--messages, --chats and --light must be at least 1, --turn at least 0")
     settings["quick"] = options.quick
     settings["concurrency_per_worker"] = 1
+    settings["appendfsync"] = options.appendfsync
 
     def log(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
@@ -799,7 +807,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     root = Path(tempfile.mkdtemp(prefix="hermes-bench-gateway-"))
     fleets: list[Fleet] = []
-    redis = RedisServer(root / "redis")
+    redis = RedisServer(root / "redis", appendfsync=options.appendfsync)
     failed = True
     try:
         redis.start()
