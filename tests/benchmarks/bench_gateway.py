@@ -607,7 +607,8 @@ def print_report(env: dict[str, Any], settings: dict[str, Any], results: dict[st
     print("hermes-kernel gateway benchmark")
     print(
         f"Python {env['python']} ({env['implementation']}), hermes-kernel {env['hermes_kernel']}, "
-        f"redis-server {env['redis_server']} (appendfsync {settings['appendfsync']}), redis-py {env['redis_py']}"
+        f"redis-server {env['redis_server']} (appendfsync {settings['appendfsync']}), "
+        f"redis-py {env['redis_py']}"
     )
     print(f"CPU count: {env['cpu_count']} (usable: {env['cpus_usable']}), {env['platform']}")
     print(f"mode: {'quick' if settings['quick'] else 'full'}")
