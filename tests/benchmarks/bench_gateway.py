@@ -2,9 +2,10 @@
 
 Every gateway process is a real ``python -m kernel gateway run --role ...`` with a home of its own (as
 on separate machines), on this machine; the broker is a real redis-server on 127.0.0.1 (the one
-``make test-deps`` unpacks into .venv/debs, run by tests/redis_server.py: append-only file, ``appendfsync
-everysec`` by default as in Redis, ``--appendfsync always`` for an fsync per write); the platform is the line chat of tests/test_gateway.py (a TCP chat server this script runs,
-and a person's client); the model is the bundled ``scripted`` one, every turn ``ok`` after a fixed
+``make test-deps`` unpacks into .venv/debs, run by tests/redis_server.py with its append-only file,
+``appendfsync everysec`` by default as in Redis, ``--appendfsync always`` for an fsync per write); the
+platform is the line chat of tests/test_gateway.py (a TCP chat server this script runs, and a person's
+client); the model is the bundled ``scripted`` one, every turn ``ok`` after a fixed
 wait (200 ms).  A small probe plugin in every home records when each turn starts and ends.
 
 A. Throughput: one ingress and 1, 2, 4 workers, each ``--concurrency 1`` (so N workers run N turns at
