@@ -716,3 +716,46 @@ def test_a_message_too_big_for_the_broker_is_answered_not_queued(
         await server.close()
 
     run(scenario())
+
+
+POISON_PLUGIN = r'''
+"""A message that kills the worker running it."""
+
+import os
+
+
+def _pre(user_message=None, **_):
+    if user_message == "die":
+        os._exit(1)
+
+
+def register(ctx):
+    ctx.register_hook("pre_llm_call", _pre)
+'''
+
+
+def test_a_message_that_kills_every_worker_is_given_up_after_three_attempts(deploy: Any) -> None:
+    """Each worker that takes "die" dies in its turn; the fourth is told the message was tried three
+    times and answers that it could not be, without running it; the chat goes on."""
+    d = deploy(delay=0.01, claim_after=0.5)
+
+    async def scenario() -> None:
+        server = await ChatServer().start()
+        write_plugin(d.home("w") / "plugins", "poison", POISON_PLUGIN)
+        await d.ingress(server)
+        client = await ChatClient.open(server)
+        await client.say("#p", "ro", "die")
+        for _ in range(3):
+            doomed = d.start("w", "worker", concurrency=1)
+            assert await asyncio.to_thread(doomed.wait, DEADLINE) == 1
+        survivor = await d.worker("w", concurrency=1)
+        reply = await client.reply(DEADLINE)
+        assert "could not be answered" in reply["text"] and "3 times" in reply["text"]
+        assert reply["reply_to"] == "m1"
+        got = parse(await client.ask("#p", "ro", "hello"))
+        assert (got["text"], got["turn"], got["pid"]) == ("hello", 1, survivor.pid)
+        assert "gateway_message_given_up" in log_text(survivor.home)
+        client.close()
+        await server.close()
+
+    run(scenario())

@@ -41,6 +41,13 @@ MAX_CHAT_ID = 512
 BUSY_REPLY = "Sorry, too many messages are waiting to be answered; please try again in a moment."
 TOO_LONG_REPLY = "Sorry, that message is too long to be answered."
 FAILED_REPLY = "Sorry, that failed ({error}); the details are in the gateway's log."
+GAVE_UP_REPLY = (
+    "Sorry, that message could not be answered: the workers that took it stopped before answering, "
+    "{attempts} times. The details are in the gateway's log."
+)
+#: How many workers may take a message and vanish before it is answered with :data:`GAVE_UP_REPLY`
+#: instead (a message whose turn kills the worker must not kill every worker in turn).
+MAX_ATTEMPTS = 3
 
 DEFAULT_PREFIX = "hermes"
 DEFAULT_CLAIM_AFTER = 30.0
@@ -178,6 +185,15 @@ class Inbound:
         for name in ("platform", "chat_id", "text"):
             if not isinstance(known.get(name), str):
                 raise ValueError(f"'{name}' is not a string")
+        for name in ("chat_type", "message_type", "uid"):
+            if name in known and not isinstance(known[name], str):
+                raise ValueError(f"'{name}' is not a string")
+        for name in ("message_id", "user_id", "user_name", "chat_name", "thread_id", "reply_to_message_id"):
+            if not isinstance(known.get(name), str | None):
+                raise ValueError(f"'{name}' is neither a string nor null")
+        for name in ("timestamp", "accepted_at"):
+            if name in known and (isinstance(known[name], bool) or not isinstance(known[name], int | float)):
+                raise ValueError(f"'{name}' is not a number")
         message = cls(**known)
         message.broker_id = broker_id
         return message
@@ -240,6 +256,9 @@ class Lease:
     #: store (``prefetched``): a round trip saved.
     session: str | None = None
     prefetched: bool = False
+    #: How many workers have taken :attr:`message` (1, and one more each time a silent worker's chat
+    #: is taken over before the message was answered).
+    attempts: int = 1
 
 
 @dataclass

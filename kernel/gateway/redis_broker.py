@@ -80,11 +80,12 @@ end
 _FINISH = (
     _OWNED
     + """
--- KEYS: ready, chat stream, active, count, out stream, session key, sent marker
+-- KEYS: ready, chat stream, active, count, out stream, session key, sent marker, attempts
 -- ARGV: group, worker, token, message id or '', reply or '', chat key, session or ''
 if not owned(KEYS[1], ARGV[1], ARGV[2], ARGV[3]) then return {-1} end
 if ARGV[4] ~= '' then
   if redis.call('XDEL', KEYS[2], ARGV[4]) == 0 then return {-1} end
+  redis.call('HDEL', KEYS[8], ARGV[4])
   if tonumber(redis.call('DECR', KEYS[4])) < 0 then redis.call('SET', KEYS[4], 0) end
   -- The message's first reply is the one sent: a second one (the same message queued twice by a
   -- platform that delivered it twice) is dropped here.
@@ -155,6 +156,7 @@ class RedisBroker(Broker):
             f"{p}:count",
             f"{p}:members",
         )
+        self.k_attempts = f"{p}:attempts"  # message id -> how many times a chat was taken over with it
         self._redis = aioredis.from_url(
             settings.url,
             decode_responses=True,
@@ -329,6 +331,7 @@ class RedisBroker(Broker):
 
     async def take(self, worker: str, count: int, *, block: float) -> list[Lease]:
         tokens: list[tuple[str, dict[str, str]]] = []
+        taken_over: set[str] = set()
         now = time.monotonic()
         if now - self._claim_checked >= min(self.settings.claim_after / 2, 5.0):
             self._claim_checked = now
@@ -343,6 +346,7 @@ class RedisBroker(Broker):
                 count=count,
             )
             tokens.extend(_entries([[self.k_ready, claimed[1]]]) if claimed else [])
+            taken_over = {token for token, _fields in tokens}
             if tokens and self._log is not None:
                 self._log.warning(
                     "gateway_chats_taken_over",
@@ -387,6 +391,18 @@ class RedisBroker(Broker):
             head, session = found[2 * index], found[2 * index + 1]
             message = self._message(chat, head[0][0], head[0][1].get("m", "")) if head else None
             leases.append(Lease(token, chat, message, session=session, prefetched=True))
+        again = [lease for lease in leases if lease.token in taken_over and lease.message is not None]
+        if again:
+
+            async def count() -> list[Any]:
+                async with self._redis.pipeline(transaction=False) as pipe:
+                    for lease in again:
+                        assert lease.message is not None
+                        pipe.hincrby(self.k_attempts, lease.message.broker_id, 1)
+                    return await pipe.execute()
+
+            for lease, before in zip(again, await self._call("count the attempts", count), strict=True):
+                lease.attempts = 1 + int(before)
         return leases
 
     def _message(self, chat: str, entry: str, payload: str) -> Inbound:
@@ -420,6 +436,7 @@ class RedisBroker(Broker):
                 self.k_out(reply.platform if reply is not None else chat.partition(":")[0]),
                 self.k_session(session[0] if session is not None else chat),
                 self.k_sent(reply.key if reply is not None else ""),
+                self.k_attempts,
             ],
             args=[
                 WORKERS,

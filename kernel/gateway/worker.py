@@ -24,6 +24,8 @@ from ..core.hooks import describe
 from .broker import (
     BUSY_REPLY,
     FAILED_REPLY,
+    GAVE_UP_REPLY,
+    MAX_ATTEMPTS,
     MAX_CHAT_ID,
     MAX_MESSAGE_BYTES,
     STALE,
@@ -302,6 +304,10 @@ class Worker:
                     return
         except BrokerUnavailable:
             return  # a stop while the broker is unreachable: the message stays unacknowledged there
+        except Exception as exc:  # the broker refused a step: the chat goes to another worker in time
+            log.warning(
+                "gateway_chat_failed", chat=lease.chat_key, worker=self.member.id, error=describe(exc)
+            )
 
     async def _answer(self, message: Inbound, taken: Lease | None) -> tuple[Outbound | None, str | None]:
         """The reply to ``message`` and the chat's state after it (JSON), the turn run on this worker;
@@ -309,6 +315,16 @@ class Worker:
         gateway = self.gateway
         if message.message_type == "unreadable":
             return None, None  # logged by the broker when it was read
+        if taken is not None and taken.attempts > MAX_ATTEMPTS:
+            self.kernel.log.warning(
+                "gateway_message_given_up",
+                chat=message.chat_key,
+                message=message.message_id or message.uid,
+                attempts=taken.attempts - 1,
+                detail="each worker that took it stopped before answering (its turn may kill the worker)",
+            )
+            text = GAVE_UP_REPLY.format(attempts=taken.attempts - 1)
+            return self._reply(message, text), None
         try:
             session = await gateway.session_for(
                 message.platform,
@@ -329,18 +345,20 @@ class Worker:
                 state = gateway.session_state(session).dumps()
             except SessionStoreError as exc:
                 self.kernel.log.warning("gateway_session_not_saved", chat=message.chat_key, error=str(exc))
-        reply = None
-        if text:
-            reply = Outbound(
-                platform=message.platform,
-                chat_id=message.chat_id,
-                text=text,
-                reply_to=message.message_id,
-                key=message.reply_key,
-                accepted_at=message.accepted_at,
-                worker=self.member.id,
-            )
-        return reply, state
+        return self._reply(message, text), state
+
+    def _reply(self, message: Inbound, text: str) -> Outbound | None:
+        if not text:
+            return None
+        return Outbound(
+            platform=message.platform,
+            chat_id=message.chat_id,
+            text=text,
+            reply_to=message.message_id,
+            key=message.reply_key,
+            accepted_at=message.accepted_at,
+            worker=self.member.id,
+        )
 
     def _prefetched(self, lease: Lease | None) -> SessionState | object | None:
         """The session record read with ``lease`` (when the store is the broker's), else ``NOT_READ``."""

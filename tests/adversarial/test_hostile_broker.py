@@ -267,7 +267,7 @@ def test_a_stale_worker_cannot_hand_back_release_or_keep_a_chat(redis_server: Re
 
 
 @given(text=st.text(max_size=300), chat=st.text(min_size=1, max_size=40))
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_any_text_and_chat_id_go_through_redis_unchanged(
     redis_server: RedisServer, text: str, chat: str
 ) -> None:
@@ -365,3 +365,43 @@ def test_a_message_the_platform_delivered_twice_gets_one_reply(redis_server: Red
         await b.aclose()
 
     run(scenario())
+
+
+def test_each_takeover_of_an_unanswered_message_counts_an_attempt(redis_server: RedisServer) -> None:
+    """A message whose workers keep vanishing: every takeover adds one to its attempts (what the worker
+    uses to give up after MAX_ATTEMPTS), and answering it clears the count."""
+    b = broker(redis_server, claim_after=0.2)
+    raw = redis_server.client()
+
+    async def scenario() -> None:
+        await b.open()
+        await b.submit(Inbound(platform="irc", chat_id="#p", text="poison"))
+        seen = []
+        for worker in "abcd":
+            b._claim_checked = 0.0
+            (lease,) = await b.take(worker, 1, block=1)
+            seen.append(lease.attempts)
+            await asyncio.sleep(0.3)
+        assert seen == [1, 2, 3, 4]
+        assert await b.finish("d", lease, None) is None
+        assert raw.hlen(b.k_attempts) == 0
+        await b.aclose()
+
+    run(scenario())
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("message_id", {"a": 1}),
+        ("user_id", 5),
+        ("chat_type", None),
+        ("timestamp", "now"),
+        ("accepted_at", True),
+    ],
+)
+def test_a_queued_message_with_fields_of_the_wrong_kind_is_refused(field: str, value: Any) -> None:
+    record = json.loads(Inbound(platform="irc", chat_id="#c", text="t").dumps())
+    record[field] = value
+    with pytest.raises(ValueError, match=field):
+        Inbound.loads(json.dumps(record))
