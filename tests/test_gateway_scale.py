@@ -759,3 +759,42 @@ def test_a_message_that_kills_every_worker_is_given_up_after_three_attempts(depl
         await server.close()
 
     run(scenario())
+
+
+def test_a_chat_whose_messages_were_removed_behind_the_gateways_back_is_given_up(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """Someone deleted a chat's stream in Redis while its token waited: the worker that takes the token
+    finds no message, gives the chat up (nothing stays pending) and goes on with the other chats.  (The
+    count of accepted messages still holds the removed one: removing keys is not supported, only
+    survived.)"""
+    from kernel import Kernel
+    from kernel.gateway.broker import BrokerSettings, Inbound
+    from kernel.gateway.redis_broker import RedisBroker
+
+    prefix = f"g{uuid.uuid4().hex[:8]}"
+    home = in_process_home(tmp_path, redis_server.url, 1, prefix=prefix)
+    raw = redis_server.client()
+
+    async def scenario() -> None:
+        broker = RedisBroker(BrokerSettings(url=redis_server.url, prefix=prefix))
+        await broker.open()
+        await broker.submit(Inbound(platform="linechat", chat_id="#gone", text="lost"))
+        await broker.submit(Inbound(platform="linechat", chat_id="#kept", text="kept"))
+        raw.delete(broker.k_chat("linechat:#gone"))
+        with Kernel(home=home) as k:
+            task = asyncio.create_task(k.gateway.run(role="worker"))
+            await until(
+                lambda: raw.hlen(broker.k_active) == 0 or task.done(), "both chats to be done", DEADLINE
+            )
+            replies = await broker.replies("linechat", block=1.0)
+            assert [(r.chat_id, parse({"text": r.text, "chat": r.chat_id})["text"]) for _e, r in replies] == [
+                ("#kept", "kept")
+            ]
+            status = await broker.status()
+            assert (status["pending"], status["queued"]) == (0, 1)
+            k.gateway.stop()
+            await asyncio.wait_for(task, DEADLINE)
+        await broker.aclose()
+
+    run(scenario())

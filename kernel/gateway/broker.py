@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from ..core.log import mask_url, mask_urls
+from .sessions import read_json_object
 
 if TYPE_CHECKING:
     from .sessions import SessionStore
@@ -180,7 +181,7 @@ class Inbound:
     @classmethod
     def loads(cls, text: str | bytes, broker_id: str = "") -> Inbound:
         """Read a queued message back; ``ValueError`` when it is not one."""
-        data = _json_object(text, MAX_MESSAGE_BYTES)
+        data = read_json_object(text, MAX_MESSAGE_BYTES)
         known = {k: data[k] for k in cls.__dataclass_fields__ if k in data and k != "broker_id"}
         for name in ("platform", "chat_id", "text"):
             if not isinstance(known.get(name), str):
@@ -217,26 +218,12 @@ class Outbound:
 
     @classmethod
     def loads(cls, text: str | bytes) -> Outbound:
-        data = _json_object(text, 4 * MAX_MESSAGE_BYTES + 65536)
+        data = read_json_object(text, 4 * MAX_MESSAGE_BYTES + 65536)
         known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
         for name in ("platform", "chat_id", "text", "key"):
             if not isinstance(known.get(name), str):
                 raise ValueError(f"'{name}' is not a string")
         return cls(**known)
-
-
-def _json_object(text: str | bytes, limit: int) -> dict[str, Any]:
-    if len(text) > limit:
-        raise ValueError(f"larger than {limit} bytes")
-    from .sessions import _check_depth
-
-    if isinstance(text, bytes):
-        text = text.decode("utf-8", "replace")
-    _check_depth(text)
-    data = json.loads(text)
-    if not isinstance(data, dict):
-        raise ValueError("not a JSON object")
-    return data
 
 
 def chat_key(platform: str, chat_id: str) -> str:

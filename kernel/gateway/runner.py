@@ -531,7 +531,8 @@ class Gateway:
             return session
         if state is NOT_READ:
             state = await self.store.load(chat_key(platform, chat)) if self.store is not None else None
-        assert state is None or isinstance(state, SessionState)
+        if state is not None and not isinstance(state, SessionState):
+            raise TypeError(f"session_for: state must be a SessionState or None, not {type(state).__name__}")
         if state is not None and state.finalized:
             state = SessionState(session_id="", messages=state.messages, turns=0)
         wanted = state.session_id if state is not None else None

@@ -73,14 +73,7 @@ class SessionState:
     @classmethod
     def loads(cls, text: str | bytes) -> SessionState:
         """Read a state back; ``ValueError`` saying what is wrong with it."""
-        if len(text) > MAX_STATE_BYTES:
-            raise ValueError(f"larger than {MAX_STATE_BYTES} bytes")
-        if isinstance(text, bytes):
-            text = text.decode("utf-8", "replace")
-        _check_depth(text)
-        data = json.loads(text)
-        if not isinstance(data, dict):
-            raise ValueError(f"not a JSON object but {type(data).__name__}")
+        data = read_json_object(text, MAX_STATE_BYTES)
         session_id, messages, turns = data.get("session_id"), data.get("messages"), data.get("turns", 0)
         if not isinstance(session_id, str) or not session_id:
             raise ValueError("no session_id")
@@ -89,6 +82,20 @@ class SessionState:
         if type(turns) is not int or turns < 0:
             raise ValueError("'turns' is not a whole number")
         return cls(session_id, messages, turns, data.get("finalized") is True)
+
+
+def read_json_object(text: str | bytes, limit: int) -> dict[str, Any]:
+    """A JSON object read from outside the process: at most ``limit`` bytes (or characters) and
+    :data:`MAX_STATE_DEPTH` levels deep, checked before parsing; ``ValueError`` saying what is wrong."""
+    if len(text) > limit:
+        raise ValueError(f"larger than {limit} bytes")
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    _check_depth(text)
+    data = json.loads(text)
+    if not isinstance(data, dict):
+        raise ValueError(f"not a JSON object but {type(data).__name__}")
+    return data
 
 
 def _check_depth(text: str) -> None:

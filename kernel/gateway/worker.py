@@ -273,6 +273,9 @@ class Worker:
         log = self.kernel.log
         first = True
         try:
+            if lease.message is None:  # its messages were removed behind the gateway's back
+                following = await self.broker.finish(self.member.id, lease, None)
+                lease.message = following if isinstance(following, Inbound) else None
             while lease.message is not None:
                 message = lease.message
                 # The chat was taken just now: its conversation is read again (another worker may have
