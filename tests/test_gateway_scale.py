@@ -33,6 +33,7 @@ from test_gateway import ChatClient, ChatServer, platform_plugin, until
 from kernel.testing import write_script
 
 DEADLINE = 60.0  # seconds; only reached when something hangs
+DRAIN_BOUND = 20.0  # a stop that waits for nothing ends well within the 30 s drain timeout
 
 ECHO_PLUGIN = r'''
 """Every reply says: the model's text | the message | the turn of the conversation | this process."""
@@ -796,5 +797,44 @@ def test_a_chat_whose_messages_were_removed_behind_the_gateways_back_is_given_up
             k.gateway.stop()
             await asyncio.wait_for(task, DEADLINE)
         await broker.aclose()
+
+    run(scenario())
+
+
+def test_a_second_ingress_for_a_platform_waits_as_its_standby_and_takes_over(deploy: Any) -> None:
+    """One platform connection only: a second ingress says it is standby and does not connect; when the
+    first is SIGKILLed, the standby connects once the first's hold lapses (claim_after) and answers;
+    a SIGTERMed ingress hands over at once."""
+    d = deploy(delay=0.01, claim_after=1.0)
+
+    async def scenario() -> None:
+        server = await ChatServer().start()
+        await d.worker("w", concurrency=2)
+        first = await d.ingress(server, "first")
+        second = d.start("second", "ingress")
+        await d.ready(second, "linechat: standby: ingress ")
+        await asyncio.sleep(1.5)  # longer than the hold: it is renewed, the standby keeps waiting
+        assert server.joins == 1 and len(server.bots) == 1
+        client = await ChatClient.open(server)
+        assert parse(await client.ask("#h", "sy", "one"))["turn"] == 1
+        first.kill()
+        first.wait()
+        await until(lambda: len(server.bots) == 1 and server.joins == 2, "the standby to connect", DEADLINE)
+        assert parse(await client.ask("#h", "sy", "two"))["turn"] == 2
+        third = d.start("third", "ingress")
+        await d.ready(third, "linechat: standby: ingress ")
+        second.send_signal(signal.SIGTERM)
+        assert await asyncio.to_thread(second.wait, DEADLINE) == 0
+        await until(lambda: server.joins == 3 and len(server.bots) == 1, "the third to take over", 10)
+        assert parse(await client.ask("#h", "sy", "three"))["turn"] == 3
+        await no_more_replies(client, 0.5)
+        fourth = d.start("fourth", "ingress")
+        await d.ready(fourth, "linechat: standby: ingress ")
+        started = time.monotonic()
+        fourth.send_signal(signal.SIGTERM)  # a standby stops at once: nothing of its own to drain
+        assert await asyncio.to_thread(fourth.wait, DEADLINE) == 0
+        assert time.monotonic() - started < DRAIN_BOUND, "a standby's stop waited for a drain"
+        client.close()
+        await server.close()
 
     run(scenario())

@@ -218,9 +218,15 @@ async def _watch_connects(gateway: Any, enabled: list[str], progress: Any) -> No
             else "Connecting to the broker"
         )
         await asyncio.sleep(CONNECT_POLL)
+    standby: set[str] = set()
     while True:
         rows = {row.name: row for row in gateway.status() if row.name in enabled}
         waiting = [name for name in enabled if name in rows and not rows[name].connected]
+        for name in waiting:
+            error = rows[name].error or ""
+            if error.startswith("standby:") and name not in standby:
+                standby.add(name)
+                print(f"hermes-kernel gateway: {name}: {error}", flush=True)
         if not waiting:
             progress.stop()
             print(f"hermes-kernel gateway: connected {', '.join(enabled)}", flush=True)

@@ -319,6 +319,15 @@ class Broker(ABC):
     async def sent(self, platform: str, entry: str) -> None:
         """Record the reply ``entry`` as sent: it is dropped from the platform's replies."""
 
+    @abstractmethod
+    async def hold_platform(self, platform: str, member: str, ttl: float) -> str | None:
+        """Take, or keep for ``ttl`` more seconds, the right to connect ``platform`` (one ingress per
+        platform); ``None`` when ``member`` holds it now, else the id of the ingress that does."""
+
+    @abstractmethod
+    async def drop_platform(self, platform: str, member: str) -> None:
+        """Give the platform up (a clean stop: a standby ingress takes it at once)."""
+
     # the worker's side
 
     @abstractmethod

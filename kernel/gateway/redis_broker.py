@@ -136,6 +136,26 @@ return lost
 )
 
 
+_HOLD = """
+-- KEYS: the platform's lease; ARGV: member, ttl in ms
+local holder = redis.call('GET', KEYS[1])
+if not holder then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return false
+end
+if holder == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return false
+end
+return holder
+"""
+
+_DROP = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
 def _retryable(exc: BaseException) -> bool:
     if isinstance(exc, rexc.ResponseError):
         text = str(exc)
@@ -171,6 +191,8 @@ class RedisBroker(Broker):
         self._finish = self._redis.register_script(_FINISH)
         self._release = self._redis.register_script(_RELEASE)
         self._heartbeat = self._redis.register_script(_HEARTBEAT)
+        self._hold = self._redis.register_script(_HOLD)
+        self._drop = self._redis.register_script(_DROP)
         self._stopping = False
         self._claim_checked = 0.0
         self._epoch = 0
@@ -326,6 +348,18 @@ class RedisBroker(Broker):
                 await pipe.execute()
 
         await self._call("mark a reply sent", mark)
+
+    def k_ingress(self, platform: str) -> str:
+        return f"{self.settings.prefix}:ingress:{platform}"
+
+    async def hold_platform(self, platform: str, member: str, ttl: float) -> str | None:
+        holder = await self._call(
+            "hold the platform", self._hold, keys=[self.k_ingress(platform)], args=[member, int(ttl * 1000)]
+        )
+        return holder or None
+
+    async def drop_platform(self, platform: str, member: str) -> None:
+        await self._call("give the platform up", self._drop, keys=[self.k_ingress(platform)], args=[member])
 
     # -- the worker's side --------------------------------------------------------------
 

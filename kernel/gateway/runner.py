@@ -279,13 +279,15 @@ class Gateway:
                 # Not awaited: while Redis is unreachable, the adapters already accept messages (kept
                 # in order by the ingress) and every broker call retries until it is back.
                 self._tasks.append(asyncio.create_task(broker.open(), name="gateway-broker-open"))
-            if role != "worker":
-                started = await self._start_adapters(platforms)
             if broker is not None:
                 from .worker import Ingress, Worker
 
                 if role != "worker":
-                    self._ingress = Ingress(self, broker)
+                    self._ingress = Ingress(self, broker)  # before the adapters: they wait for its hold
+            if role != "worker":
+                started = await self._start_adapters(platforms)
+            if broker is not None:
+                if self._ingress is not None:
                     self._broker_tasks.extend(self._ingress.start(started))
                 if role != "ingress":
                     self.worker = Worker(self, broker, store, slots)
@@ -342,6 +344,8 @@ class Gateway:
         An adapter that reconnects by itself (``reconnects_itself = True``, as
         the IRC adapter does) is only watched, and its state reported.
         """
+        if self._ingress is not None and not await self._ingress.hold(spec.name):
+            return
         reconnect = False
         while True:
             if not await self._connect_once(spec, adapter, reconnect):
@@ -434,6 +438,7 @@ class Gateway:
             del self.sessions[key]
         self.adapters.clear()
         if self._ingress is not None:
+            await self._ingress.let_go()
             self._ingress.write_spool()
         if broker is not None:
             await broker.aclose()

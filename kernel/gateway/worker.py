@@ -69,10 +69,77 @@ class Ingress:
         self.stopped = asyncio.Event()  # set with stopping: wakes the heartbeat
         self._draining = False
         self._quiet: dict[str, asyncio.Event] = {}
+        #: The platforms this ingress holds (one ingress per platform: the others are its standbys).
+        self.held: set[str] = set()
+        self._holding: dict[str, asyncio.Event] = {}
+
+    @property
+    def lease(self) -> float:
+        """How long a hold on a platform lasts unrenewed: ``claim_after`` (at least a second)."""
+        return max(self.broker.settings.claim_after, 1.0)
+
+    async def hold(self, platform: str) -> bool:
+        """Wait until this ingress holds ``platform`` — while another does, this one is its standby;
+        ``False`` when the gateway stops first."""
+        waiting_for = None
+        try:
+            while not self.stopping:
+                holder = await self.broker.hold_platform(platform, self.member.id, self.lease)
+                if holder is None:
+                    self.held.add(platform)
+                    self._holding.setdefault(platform, asyncio.Event()).set()
+                    if waiting_for is not None:
+                        self.gateway.errors.pop(platform, None)
+                        self.kernel.log.info("gateway_platform_taken", platform=platform, after=waiting_for)
+                    return True
+                if holder != waiting_for:
+                    waiting_for = holder
+                    self.gateway.errors[platform] = (
+                        f"standby: ingress {holder} holds it; connecting when it stops"
+                    )
+                    self.kernel.log.warning("gateway_platform_standby", platform=platform, holder=holder)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.stopped.wait(), self.lease / BEATS_PER_CLAIM)
+        except BrokerUnavailable:
+            pass
+        return False
+
+    async def _keep_platforms(self) -> None:
+        """Renew the holds; one lost (this ingress was cut off longer than the lease, and a standby
+        took over) stops this gateway, so that the platform never has two connections."""
+        while not self.stopping:
+            for platform in sorted(self.held):
+                try:
+                    holder = await self.broker.hold_platform(platform, self.member.id, self.lease)
+                except BrokerUnavailable:
+                    return
+                if holder is not None:
+                    self.held.discard(platform)
+                    self.kernel.log.error(
+                        "gateway_platform_lost",
+                        platform=platform,
+                        holder=holder,
+                        detail="another ingress holds it now: this gateway stops (a supervisor that "
+                        "restarts it makes it that ingress's standby)",
+                    )
+                    self.gateway.stop()
+                    return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stopped.wait(), self.lease / BEATS_PER_CLAIM)
+
+    async def let_go(self) -> None:
+        """Give the held platforms up once their adapters are disconnected: a standby takes them at once."""
+        for platform in sorted(self.held):
+            with contextlib.suppress(BrokerUnavailable):
+                await asyncio.wait_for(self.broker.drop_platform(platform, self.member.id), 5)
+        self.held.clear()
 
     def start(self, platforms: list[str]) -> list[asyncio.Task[Any]]:
         self._read_spool()
-        tasks = [asyncio.create_task(self._submitter(), name="gateway-ingress")]
+        tasks = [
+            asyncio.create_task(self._submitter(), name="gateway-ingress"),
+            asyncio.create_task(self._keep_platforms(), name="gateway-ingress-platforms"),
+        ]
         for platform in platforms:
             self._quiet[platform] = asyncio.Event()
             tasks.append(asyncio.create_task(self._replies(platform), name=f"gateway-replies-{platform}"))
@@ -129,6 +196,16 @@ class Ingress:
     # -- outgoing --------------------------------------------------------------------------
 
     async def _replies(self, platform: str) -> None:
+        # Only the ingress holding the platform reads its replies (a standby's would wait unsent).
+        waits = [
+            asyncio.create_task(self._holding.setdefault(platform, asyncio.Event()).wait()),
+            asyncio.create_task(self.stopped.wait()),
+        ]
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in waits:
+                task.cancel()
         while not self.stopping:
             try:
                 batch = await self.broker.replies(platform, block=0.2 if self._draining else 1.0)
@@ -167,9 +244,10 @@ class Ingress:
         give_up = time.monotonic() + timeout
         while self.backlog and time.monotonic() < give_up and self.broker.connected:
             await asyncio.sleep(0.05)
-        for event in self._quiet.values():
+        held = [event for platform, event in self._quiet.items() if platform in self.held]
+        for event in held:
             event.clear()
-        quiet = [asyncio.create_task(event.wait()) for event in self._quiet.values()]
+        quiet = [asyncio.create_task(event.wait()) for event in held]
         if quiet and self.broker.connected:
             await asyncio.wait(quiet, timeout=max(give_up - time.monotonic(), 0.1))
             for task in quiet:
