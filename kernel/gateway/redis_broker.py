@@ -246,7 +246,17 @@ class RedisBroker(Broker):
 
     async def _call(self, what: str, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
         """``await fn(*args)``, retried with backoff while Redis is unreachable (or lost its groups)."""
+        if self.connected:
+            # The common case costs no retry machinery: only a failure starts the retries.
+            try:
+                return await fn(*args, **kwargs)
+            except Exception as exc:
+                if not _retryable(exc):
+                    raise
+                self._epoch += 1
+        return await self._retried(what, fn, *args, **kwargs)
 
+    async def _retried(self, what: str, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
         def before_sleep(state: tenacity.RetryCallState) -> None:
             exc = state.outcome.exception() if state.outcome else None
             self._epoch += 1  # what was read on the lost connection is read again
