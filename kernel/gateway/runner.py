@@ -276,8 +276,8 @@ class Gateway:
         started: list[str] = []
         try:
             if broker is not None:
-                # Not awaited: while Redis is unreachable, the adapters already accept messages (kept
-                # in order by the ingress) and every broker call retries until it is back.
+                # Not awaited: every broker call retries until Redis answers (an adapter connects once
+                # its ingress holds the platform, which needs Redis; a worker waits to take chats).
                 self._tasks.append(asyncio.create_task(broker.open(), name="gateway-broker-open"))
             if broker is not None:
                 from .worker import Ingress, Worker
