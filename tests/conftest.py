@@ -93,6 +93,33 @@ def bundled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
+def write_pip_project(
+    root: Path,
+    dist: str,
+    code: str,
+    *,
+    version: str = "1.0",
+    module: str | None = None,
+    entry_point: str | None = None,
+    requires: list[str] | None = None,
+) -> Path:
+    """A local hatchling project at ``root``: distribution ``dist``, package ``module`` (``dist`` with
+    ``_`` for ``-``) whose ``__init__.py`` is ``code``, declaring Hermes plugin ``entry_point`` if given."""
+    module = module or dist.replace("-", "_")
+    (root / module).mkdir(parents=True, exist_ok=True)
+    text = (
+        '[build-system]\nrequires = ["hatchling"]\nbuild-backend = "hatchling.build"\n\n'
+        f'[project]\nname = "{dist}"\nversion = "{version}"\n'
+    )
+    if requires:
+        text += f"dependencies = {json.dumps(requires)}\n"
+    if entry_point:
+        text += f'\n[project.entry-points."hermes_agent.plugins"]\n{entry_point} = "{module}"\n'
+    (root / "pyproject.toml").write_text(text, encoding="utf-8")
+    (root / module / "__init__.py").write_text(code, encoding="utf-8")
+    return root
+
+
 def write_plugin(
     root: Path,
     dirname: str,

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import CLI, cli_env, write_plugin
+from conftest import CLI, cli_env, write_pip_project, write_plugin
 from dotenv import dotenv_values
 
 from kernel import hookspecs
@@ -897,33 +897,10 @@ def test_a_failing_clone_installs_nothing(home, env, tmp_path):
 
 def make_package(root: Path, dist: str, module: str, entry_point: str | None, manifest: str = "") -> Path:
     root.mkdir(parents=True)
-    entry = (
-        f'\n[project.entry-points."hermes_agent.plugins"]\n{entry_point} = "{module}"\n'
-        if entry_point
-        else ""
-    )
-    (root / "pyproject.toml").write_text(
-        textwrap.dedent(
-            f"""\
-            [build-system]
-            requires = ["hatchling"]
-            build-backend = "hatchling.build"
-
-            [project]
-            name = "{dist}"
-            version = "0.4.2"
-            """
-        )
-        + entry,
-        encoding="utf-8",
-    )
-    package = root / module
-    package.mkdir()
-    (package / "__init__.py").write_text(
-        TOOL_PLUGIN.format(tool=f"{module}_tool", description="From a wheel."), encoding="utf-8"
-    )
+    code = TOOL_PLUGIN.format(tool=f"{module}_tool", description="From a wheel.")
+    write_pip_project(root, dist, code, version="0.4.2", module=module, entry_point=entry_point)
     if manifest:
-        (package / "plugin.yaml").write_text(manifest, encoding="utf-8")
+        (root / module / "plugin.yaml").write_text(manifest, encoding="utf-8")
     return root
 
 

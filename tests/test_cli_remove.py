@@ -13,12 +13,11 @@ import json
 import subprocess
 import sys
 import sysconfig
-import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, cli_env, write_plugin
+from conftest import REPO, cli_env, write_pip_project, write_plugin
 from test_cli_admin import PIP_OFFLINE, failed, listing, ok, run, run_in_pty, tool_plugin, write_config
 
 PIP = [sys.executable, "-m", "pip", "install", "--no-index", "--no-build-isolation", "--no-deps", "-q"]
@@ -33,32 +32,12 @@ def env(home: Path, bundled: Path) -> dict[str, str]:
 def make_project(root: Path, dist: str, ep: str | None, requires: list[str] | None = None) -> Path:
     """A local project ``dist`` (module ``dist`` with ``_`` for ``-``) declaring plugin ``ep``."""
     module = dist.replace("-", "_")
-    (root / module).mkdir(parents=True)
-    deps = f"dependencies = {json.dumps(requires)}\n" if requires else ""
-    entry = f'\n[project.entry-points."hermes_agent.plugins"]\n{ep} = "{module}"\n' if ep else ""
-    (root / "pyproject.toml").write_text(
-        textwrap.dedent(
-            f"""\
-            [build-system]
-            requires = ["hatchling"]
-            build-backend = "hatchling.build"
-
-            [project]
-            name = "{dist}"
-            version = "1.0"
-            """
-        )
-        + deps
-        + entry,
-        encoding="utf-8",
-    )
-    (root / module / "__init__.py").write_text(
+    code = (
         "import json\n\ndef register(ctx):\n"
         f"    ctx.register_tool('{module}_tool', 'demo', {{'description': 'd'}},\n"
-        "                      lambda a, **k: json.dumps({}))\n",
-        encoding="utf-8",
+        "                      lambda a, **k: json.dumps({}))\n"
     )
-    return root
+    return write_pip_project(root, dist, code, entry_point=ep, requires=requires)
 
 
 def records(home: Path) -> dict[str, Any]:

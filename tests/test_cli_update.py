@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import cli_env, write_plugin
+from conftest import cli_env, write_pip_project, write_plugin
 from test_cli_admin import PIP_OFFLINE, failed, git, listing, make_repo, ok, run
 
 TOOL_CODE = """
@@ -219,28 +219,8 @@ def test_update_of_a_directory_plugin_whose_source_is_gone(home, env, tmp_path):
 
 def make_project(root: Path, version: str, reply: str) -> Path:
     """A local project ``hk-upd-plugin``: plugin ``updplug``, whose tool ``upd_tool`` answers ``reply``."""
-    (root / "hk_upd_plugin").mkdir(parents=True, exist_ok=True)
-    (root / "pyproject.toml").write_text(
-        textwrap.dedent(
-            f"""\
-            [build-system]
-            requires = ["hatchling"]
-            build-backend = "hatchling.build"
-
-            [project]
-            name = "hk-upd-plugin"
-            version = "{version}"
-
-            [project.entry-points."hermes_agent.plugins"]
-            updplug = "hk_upd_plugin"
-            """
-        ),
-        encoding="utf-8",
-    )
-    (root / "hk_upd_plugin" / "__init__.py").write_text(
-        TOOL_CODE.format(tool="upd_tool", version=reply), encoding="utf-8"
-    )
-    return root
+    code = TOOL_CODE.format(tool="upd_tool", version=reply)
+    return write_pip_project(root, "hk-upd-plugin", code, version=version, entry_point="updplug")
 
 
 def test_update_upgrades_a_pip_plugin_in_its_target_folder(home, env, tmp_path):
