@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import select
 import shutil
 import subprocess
 import sys
@@ -91,6 +93,38 @@ def bundled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path.mkdir()
     monkeypatch.setenv("HERMES_BUNDLED_PLUGINS", str(path))
     return path
+
+
+#: How long a terminal reader waits for a child's output: a safety net against a hung child only.
+TERMINAL_DEADLINE = 120
+
+
+def read_until(fd: int, marker: str, seen: bytearray, deadline: float = TERMINAL_DEADLINE) -> str:
+    """Read ``fd`` (a pty's or a pipe's end) into ``seen`` until ``marker`` appears or the writer closes
+    it; fail after ``deadline`` seconds.  Returns everything read so far, decoded."""
+    give_up = time.monotonic() + deadline
+    while marker.encode() not in seen:
+        remaining = give_up - time.monotonic()
+        if remaining <= 0:
+            pytest.fail(f"never saw {marker!r}; got {seen.decode(errors='replace')!r}")
+        ready, _, _ = select.select([fd], [], [], remaining)
+        if not ready:
+            continue
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError as exc:  # a pty whose other side closed
+            if exc.errno != errno.EIO:
+                raise
+            chunk = b""
+        if not chunk:
+            break
+        seen.extend(chunk)
+    return seen.decode(errors="replace")
+
+
+def read_rest(fd: int, seen: bytearray, deadline: float = TERMINAL_DEADLINE) -> str:
+    """Read ``fd`` into ``seen`` until the writer closes it."""
+    return read_until(fd, "\0never\0", seen, deadline)
 
 
 def write_pip_project(

@@ -8,22 +8,19 @@ no build isolation), prompts answered through pipes and through a pseudo-termina
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import pty
-import select
 import signal
 import stat
 import subprocess
 import textwrap
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from conftest import CLI, cli_env, write_pip_project, write_plugin
+from conftest import CLI, cli_env, read_rest, read_until, write_pip_project, write_plugin
 from dotenv import dotenv_values
 
 from kernel import hookspecs
@@ -97,32 +94,6 @@ def tool_plugin(
     code = TOOL_PLUGIN.format(tool=tool, description=f"The {tool} tool.")
     manifest = manifest or {"name": dirname, "version": "1.0.0", "provides_tools": [tool]}
     return write_plugin(root, dirname, code, manifest, **kw)
-
-
-def read_until(fd: int, marker: str, seen: bytearray) -> str:
-    """Read ``fd`` into ``seen`` until ``marker`` appears (or the writer closes it); return the text."""
-    deadline = time.monotonic() + DEADLOCK
-    while marker.encode() not in seen:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            pytest.fail(f"never saw {marker!r}; got {seen.decode(errors='replace')!r}")
-        ready, _, _ = select.select([fd], [], [], remaining)
-        if not ready:
-            continue
-        try:
-            chunk = os.read(fd, 4096)
-        except OSError as exc:  # a pty whose other side closed
-            if exc.errno != errno.EIO:
-                raise
-            chunk = b""
-        if not chunk:
-            break
-        seen.extend(chunk)
-    return seen.decode(errors="replace")
-
-
-def read_rest(fd: int, seen: bytearray) -> str:
-    return read_until(fd, "\0never\0", seen)
 
 
 def run_in_pty(env: dict[str, str], args: list[str], dialogue: list[tuple[str, str]]) -> tuple[int, str]:

@@ -8,7 +8,6 @@ pseudo-terminal where terminal behaviour matters, against a temporary home with 
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import json
 import os
@@ -22,7 +21,6 @@ import subprocess
 import sys
 import termios
 import textwrap
-import time
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -30,7 +28,7 @@ from typing import Any
 import pluggy
 import pytest
 import yaml
-from conftest import CLI, REPO, cli_env, write_plugin
+from conftest import CLI, REPO, cli_env, read_rest, read_until, write_plugin
 
 from kernel.core.markers import __version__
 
@@ -160,22 +158,7 @@ def in_pty(
     os.close(slave)
     seen = bytearray()
     try:
-        deadline = time.monotonic() + DEADLOCK
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([master], [], [], 1)
-            if not ready:
-                if proc.poll() is not None:
-                    break
-                continue
-            try:
-                chunk = os.read(master, 65536)
-            except OSError as exc:  # the child closed the terminal
-                if exc.errno != errno.EIO:
-                    raise
-                break
-            if not chunk:
-                break
-            seen.extend(chunk)
+        read_rest(master, seen)
         code = proc.wait(timeout=DEADLOCK)
     finally:
         if proc.poll() is None:
@@ -782,24 +765,9 @@ def _gateway_until_connected(env: dict[str, str], *, terminal: bool) -> tuple[in
     os.close(slave)
     seen = bytearray()
     try:
-        deadline = time.monotonic() + DEADLOCK
-        while b"connected slowchat" not in seen and time.monotonic() < deadline:
-            if select.select([master], [], [], 1)[0]:
-                chunk = os.read(master, 65536)
-                if not chunk:
-                    break
-                seen.extend(chunk)
+        read_until(master, "connected slowchat", seen)
         proc.send_signal(signal.SIGINT)
-        while True:
-            if not select.select([master], [], [], DEADLOCK)[0]:
-                break
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            seen.extend(chunk)
+        read_rest(master, seen)
         code = proc.wait(timeout=DEADLOCK)
     finally:
         if proc.poll() is None:
@@ -834,10 +802,7 @@ def test_the_chat_prompt_is_coloured_on_a_colour_terminal(home):
     os.close(slave)
     seen = bytearray()
     try:
-        deadline = time.monotonic() + DEADLOCK
-        while b"you>\x1b[0m " not in seen and time.monotonic() < deadline:
-            if select.select([master], [], [], 1)[0]:
-                seen.extend(os.read(master, 65536))
+        read_until(master, "you>\x1b[0m ", seen)
         os.write(master, b"\x04")  # Ctrl-D leaves
         assert proc.wait(timeout=DEADLOCK) == 0
     finally:

@@ -10,19 +10,16 @@ real subprocess.
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import pty
-import select
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import yaml
-from conftest import CLI, REPO, cli_env, write_plugin
+from conftest import CLI, REPO, cli_env, read_rest, write_plugin
 
 DEADLOCK = 120
 
@@ -291,21 +288,7 @@ def test_plugin_output_while_a_spinner_runs_is_still_escaped(home, bundled):
     os.close(slave)
     seen = bytearray()
     try:
-        deadline = time.monotonic() + DEADLOCK
-        while time.monotonic() < deadline:
-            if not select.select([master], [], [], 1)[0]:
-                if proc.poll() is not None:
-                    break
-                continue
-            try:
-                chunk = os.read(master, 65536)
-            except OSError as exc:
-                if exc.errno != errno.EIO:
-                    raise
-                break
-            if not chunk:
-                break
-            seen.extend(chunk)
+        read_rest(master, seen)
         assert proc.wait(timeout=DEADLOCK) == 0, seen.decode(errors="replace")
     finally:
         if proc.poll() is None:
