@@ -253,6 +253,20 @@ def cli_env(home: Path, **extra: str) -> dict[str, str]:
 CLI = [sys.executable, "-m", "kernel"]
 
 
+def run_cli(home: Path, *args: str, stdin: str | None = None, **env: str) -> subprocess.CompletedProcess[str]:
+    """``hermes-kernel ARGS`` as a subprocess against ``home`` (``env`` added to its environment), its
+    output captured as text; a hung child fails after two minutes."""
+    return subprocess.run(
+        [*CLI, *args],
+        env=cli_env(home, **env),
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
 def source_tree(root: Path) -> list[str]:
     """The files under ``root`` (no bytecode), to show an install left a source folder unchanged."""
     return sorted(str(p.relative_to(root)) for p in root.rglob("*") if "__pycache__" not in p.parts)

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import CLI, REPO, cli_env, write_plugin
+from conftest import CLI, REPO, cli_env, run_cli, write_plugin
 
 HOOKLOG = """
 import json
@@ -107,15 +107,7 @@ def write_home(home: Path, script: list[Any] | None = SCRIPT, model: dict[str, A
 
 
 def cli(home: Path, *args: str, stdin: str | None = None, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*CLI, *args],
-        env=cli_env(home, **env),
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return run_cli(home, *args, stdin=stdin, **env)
 
 
 def subsequence(items: list[str], *expected: str) -> None:

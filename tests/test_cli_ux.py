@@ -28,7 +28,7 @@ from typing import Any
 import pluggy
 import pytest
 import yaml
-from conftest import CLI, REPO, cli_env, read_rest, read_until, write_plugin
+from conftest import CLI, REPO, cli_env, read_rest, read_until, run_cli, write_plugin
 
 from kernel.core.markers import __version__
 
@@ -120,15 +120,7 @@ TOOL_SCRIPT = [
 
 
 def cli(home: Path, *args: str, stdin: str = "", **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*CLI, *args],
-        env=cli_env(home, **env),
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=DEADLOCK,
-        check=False,
-    )
+    return run_cli(home, *args, stdin=stdin, **env)
 
 
 def ok(proc: subprocess.CompletedProcess[str], code: int = 0) -> subprocess.CompletedProcess[str]:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import CLI, REPO, age, cli_env, run_probe, write_plugin
+from conftest import REPO, age, cli_env, run_cli, run_probe, write_plugin
 from jsonschema import Draft202012Validator
 
 from kernel import Kernel
@@ -28,15 +28,7 @@ def run(
     home: Path, *args: str, bundled: Path | None = None, stdin: str = ""
 ) -> subprocess.CompletedProcess[str]:
     extra = {"HERMES_BUNDLED_PLUGINS": str(bundled)} if bundled is not None else {}
-    return subprocess.run(
-        [*CLI, *args],
-        env=cli_env(home, **extra),
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=DEADLOCK,
-        check=False,
-    )
+    return run_cli(home, *args, stdin=stdin, **extra)
 
 
 def warnings(result: subprocess.CompletedProcess[str]) -> list[str]:

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import CLI, cli_env, write_plugin
+from conftest import CLI, cli_env, run_cli, write_plugin
 from redis_server import RedisServer
 from test_gateway import ChatClient, ChatServer, platform_plugin, until
 
@@ -151,24 +151,12 @@ class Deployment:
 
     def status(self, name: str = "status") -> dict[str, Any]:
         home = self.home(name)
-        proc = subprocess.run(
-            [*CLI, "gateway", "status", "--json"],
-            env=cli_env(home),
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        proc = run_cli(home, "gateway", "status", "--json")
         assert proc.returncode == 0, proc.stderr
         return json.loads(proc.stdout)
 
     def status_text(self, name: str = "status") -> str:
-        proc = subprocess.run(
-            [*CLI, "gateway", "status"],
-            env=cli_env(self.home(name)),
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        proc = run_cli(self.home(name), "gateway", "status")
         assert proc.returncode == 0, proc.stderr
         return proc.stdout
 
@@ -495,13 +483,7 @@ def test_past_max_pending_the_ingress_answers_busy(deploy: Any) -> None:
 def test_a_role_that_needs_a_broker_without_one_says_so(tmp_path: Path, role: str) -> None:
     home = tmp_path / "home"
     home.mkdir()
-    proc = subprocess.run(
-        [*CLI, "gateway", "run", "--role", role],
-        env=cli_env(home),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    proc = run_cli(home, "gateway", "run", "--role", role)
     assert proc.returncode == 2, proc
     assert f"the {role} role needs a broker" in proc.stderr and "--broker URL" in proc.stderr
 
@@ -509,13 +491,7 @@ def test_a_role_that_needs_a_broker_without_one_says_so(tmp_path: Path, role: st
 def test_a_broker_url_that_is_not_redis_is_refused_with_the_key(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
-    proc = subprocess.run(
-        [*CLI, "gateway", "run", "--role", "worker", "--broker", "nats://user:pw-secret@host:4222"],
-        env=cli_env(home),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    proc = run_cli(home, "gateway", "run", "--role", "worker", "--broker", "nats://user:pw-secret@host:4222")
     assert proc.returncode == 2
     assert "redis://" in proc.stderr
     assert "pw-secret" not in proc.stderr and "nats://***@host:4222" in proc.stderr
@@ -805,7 +781,8 @@ def test_a_second_ingress_for_a_platform_waits_as_its_standby_and_takes_over(dep
     """One platform connection only: a second ingress says it is standby and does not connect; when the
     first is SIGKILLed, the standby connects once the first's hold lapses (claim_after) and answers;
     a SIGTERMed ingress hands over at once."""
-    d = deploy(delay=0.01, claim_after=1.0)
+    # A hold of 3 s, renewed every second: a busy machine does not make it lapse by accident.
+    d = deploy(delay=0.01, claim_after=3.0)
 
     async def scenario() -> None:
         server = await ChatServer().start()
@@ -813,7 +790,7 @@ def test_a_second_ingress_for_a_platform_waits_as_its_standby_and_takes_over(dep
         first = await d.ingress(server, "first")
         second = d.start("second", "ingress")
         await d.ready(second, "linechat: standby: ingress ")
-        await asyncio.sleep(1.5)  # longer than the hold: it is renewed, the standby keeps waiting
+        await asyncio.sleep(4.0)  # longer than the hold: it is renewed, the standby keeps waiting
         assert server.joins == 1 and len(server.bots) == 1
         client = await ChatClient.open(server)
         assert parse(await client.ask("#h", "sy", "one"))["turn"] == 1
