@@ -6,10 +6,12 @@ It shows embedders where each hook fires::
     reply = session.run("What is 2**16?").reply
     session.close()
 
-Per user turn: ``on_session_start`` (first turn only), the memory's
-``on_turn_start``, ``pre_llm_call`` (its context and the memory provider's
-``prefetch`` are appended to the user's message, never to the system prompt),
-then the tool loop — the context engine is consulted before each model call
+The turn's lifecycle is :class:`~kernel.host.HostSession`'s, the same that
+framework adapters use; this loop adds the model and the tools.  Per user
+turn: ``on_session_start`` (first turn only), the memory's ``on_turn_start``
+and ``prefetch``, ``pre_llm_call`` (the recall and the hooks' context are
+appended to the user's message, never to the system prompt), then the tool
+loop — the context engine is consulted before each model call
 (``should_compress_preflight`` on the messages, ``should_compress``; the
 memory's ``on_pre_compress`` runs before it compresses), the model is called
 through the active model provider (which fires ``pre_api_request`` /
@@ -28,14 +30,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-import inspect
 import time
-import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .core.callbacks import describe, propagates
 from .core.config import section
+from .host import HostSession, accepted, call_accepting, call_quietly
 
 if TYPE_CHECKING:
     from .core.kernel import Kernel
@@ -47,7 +48,6 @@ DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant. Use the tools you are give
 DEFAULT_CONTEXT_LENGTH = 256_000
 #: At most this much of the memory's ``on_pre_compress`` text reaches the engine.
 _MEMORY_CONTEXT_CHARS = 6000
-_PREVIEW = 500
 
 
 class AgentError(RuntimeError):
@@ -105,32 +105,52 @@ class AgentSession:
         task_id: str | None = None,
     ) -> None:
         self.kernel = kernel
-        self.platform = platform
-        self.sender_id = sender_id
-        self.session_id = session_id or _new_id("session")
-        self._task_id = task_id
+        #: The turn lifecycle (hooks, memory, injected messages): this loop only adds the model.
+        self.host = HostSession(
+            kernel, session_id=session_id, platform=platform, task_id=task_id, sender_id=sender_id
+        )
         configured = section(kernel.config, "agent", "max_iterations")
         self.max_iterations = int(max_iterations or configured or DEFAULT_MAX_ITERATIONS)
         self.system_prompt = system_prompt or str(
             section(kernel.config, "agent", "system_prompt") or DEFAULT_SYSTEM_PROMPT
         )
         self.messages: list[dict[str, Any]] = []
-        self.turns = 0
-        self.closed = False
-        self._memory_started: Any = None  # the memory provider initialize() was called on
         # The engine update_model() last told, and (model, provider, model.context_length) then.
         self._engine_told: Any = None
         self._engine_model: tuple[Any, ...] | None = None
-        self._turn_id = ""  # the turn in progress (or the last one): a sub-agent's parent turn
         self._subagents = 0
-        kernel._agent_sessions.add(self)  # ctx.inject_message routes by the open sessions
 
     # -- what the session knows --------------------------------------------------------
 
     @property
+    def session_id(self) -> str:
+        return self.host.session_id
+
+    @property
+    def platform(self) -> str:
+        return self.host.platform
+
+    @property
+    def sender_id(self) -> str | None:
+        return self.host.sender_id
+
+    @property
     def task_id(self) -> str:
         """The task id given to hooks, tools and the model: the one given, else the session's id."""
-        return self._task_id or self.session_id
+        return self.host.task_id
+
+    @property
+    def turns(self) -> int:
+        """Turns run so far (a host restoring a conversation sets it with :attr:`messages`)."""
+        return self.host.turns
+
+    @turns.setter
+    def turns(self, value: int) -> None:
+        self.host.turns = value
+
+    @property
+    def closed(self) -> bool:
+        return self.host.closed
 
     @property
     def model_name(self) -> str | None:
@@ -138,26 +158,12 @@ class AgentSession:
 
     def _system_message(self) -> dict[str, Any]:
         parts = [self.system_prompt]
-        memory = self._memory()
+        memory = self.host.memory()
         if memory is not None:
-            block = _call_quietly(self.kernel, "memory_system_prompt_failed", memory.system_prompt_block)
+            block = call_quietly(self.kernel, "memory_system_prompt_failed", memory.system_prompt_block)
             if block:
                 parts.append(str(block))
         return {"role": "system", "content": "\n\n".join(parts)}
-
-    def _memory(self) -> Any:
-        try:
-            return self.kernel.providers.memory()
-        except ValueError as exc:
-            self.kernel.log.warning("memory_unavailable", detail=str(exc))
-            return None
-
-    def _engine(self) -> Any:
-        try:
-            return self.kernel.providers.context_engine()
-        except ValueError as exc:
-            self.kernel.log.warning("context_engine_unavailable", detail=str(exc))
-            return None
 
     # -- a turn ----------------------------------------------------------------------------
 
@@ -169,7 +175,7 @@ class AgentSession:
         """
         if self.closed:
             raise AgentError("this session is closed")
-        with self.kernel.tools.call_context(session_id=self.session_id, task_id=self.task_id):
+        with self.host.call_context():
             return self._run(user_message)
 
     async def arun(self, user_message: str) -> TurnResult:
@@ -178,117 +184,34 @@ class AgentSession:
         return await asyncio.to_thread(self.run, user_message)
 
     def _run(self, user_message: str) -> TurnResult:
-        k = self.kernel
-        turn_id = self._turn_id = _new_id("turn")
-        first = self.turns == 0
+        k, host = self.kernel, self.host
         try:
             client = k.providers.model()
         except ValueError as exc:
             raise AgentError(str(exc)) from None
-        model = self.model_name or getattr(client, "model", None)
-        base = {"session_id": self.session_id, "model": model, "platform": self.platform}
-        engine = self._engine()
+        host.model = self.model_name or getattr(client, "model", None)
+        engine = host.engine()
         if engine is not None:
             self._update_engine_model(engine, client)
-        if first:
-            k.invoke_hook("on_session_start", **base)
-            k.events.emit("session:start", {**base, "user_id": self.sender_id})
-            if engine is not None:
-                _call_quietly(k, "context_engine_start_failed", engine.on_session_start, self.session_id)
-        memory = self._start_memory()
-        self.turns += 1
-        k.events.emit("agent:start", {**base, "user_id": self.sender_id, "message": user_message[:_PREVIEW]})
-        started = time.monotonic()
+        turn = host.begin_turn(user_message, history=self.messages)
         before = len(self.messages)
-        result = TurnResult(reply="", session_id=self.session_id, turn_id=turn_id)
+        result = TurnResult(reply="", session_id=self.session_id, turn_id=turn.turn_id, context=turn.context)
         try:
-            if memory is not None:
-                _call_accepting(
-                    k,
-                    "memory_turn_start_failed",
-                    memory.on_turn_start,
-                    self.turns,
-                    user_message,
-                    model=model,
-                    platform=self.platform,
-                    session_id=self.session_id,
-                )
-            context = k.pre_llm_context(
-                **base,
-                task_id=self.task_id,
-                turn_id=turn_id,
-                user_message=user_message,
-                conversation_history=copy.deepcopy(self.messages),
-                is_first_turn=first,
-                parent_session_id=None,
-                sender_id=self.sender_id,
-            )
-            recalled = self._prefetch(user_message)
-            result.context = "\n\n".join(p for p in (recalled, context) if p)
-            content = f"{user_message}\n\n{result.context}" if result.context else user_message
             if not self.messages:
                 self.messages.append(self._system_message())
-            self.messages.append({"role": "user", "content": content})
-            reply = self._tool_loop(client, result, turn_id)
+            self.messages.append({"role": "user", "content": turn.user_content})
+            reply = self._tool_loop(client, result, turn.turn_id)
         except BaseException as exc:
             # The unanswered message and any half-finished tool round are not kept.
             del self.messages[before:]
             interrupted = isinstance(exc, KeyboardInterrupt)
-            k.invoke_hook("on_session_end", **base, completed=False, interrupted=interrupted)
-            k.events.emit(
-                "agent:end",
-                {**base, "error": f"{type(exc).__name__}: {exc}", "duration_seconds": _since(started)},
-            )
+            host.end_turn("", history=self.messages, completed=False, interrupted=interrupted, error=exc)
             if isinstance(exc, (KeyboardInterrupt, AgentError)):
                 raise
             if isinstance(exc, Exception):
                 raise AgentError(f"the turn failed: {type(exc).__name__}: {exc}") from exc
             raise
-        k.invoke_hook(
-            "post_llm_call",
-            **base,
-            task_id=self.task_id,
-            turn_id=turn_id,
-            user_message=user_message,
-            assistant_response=reply,
-            conversation_history=copy.deepcopy(self.messages),
-        )
-        replacement = k._first_text(
-            "transform_llm_output",
-            {
-                "response_text": reply,
-                "session_id": self.session_id,
-                "model": model,
-                "platform": self.platform,
-            },
-        )
-        if replacement is not None:
-            reply = replacement
-        result.reply = reply
-        memory = self._memory()
-        if memory is not None:
-            _call_quietly(
-                k, "memory_sync_failed", memory.sync_turn, user_message, reply, session_id=self.session_id
-            )
-            if user_message.strip():
-                _call_quietly(
-                    k,
-                    "memory_queue_prefetch_failed",
-                    memory.queue_prefetch,
-                    user_message,
-                    session_id=self.session_id,
-                )
-        k.invoke_hook("on_session_end", **base, completed=True, interrupted=False)
-        k.events.emit(
-            "agent:end",
-            {
-                **base,
-                "user_id": self.sender_id,
-                "response": reply[:_PREVIEW],
-                "provider": _provider(k),
-                "duration_seconds": _since(started),
-            },
-        )
+        result.reply = host.end_turn(reply, history=self.messages)
         return result
 
     def _tool_loop(self, client: Any, result: TurnResult, turn_id: str) -> str:
@@ -297,7 +220,7 @@ class AgentSession:
         for iteration in range(1, self.max_iterations + 1):
             result.iterations = iteration
             self._maybe_compress()
-            self.messages.extend(k._take_injected(self.session_id))  # ctx.inject_message
+            self.messages.extend(self.host.take_injected())  # ctx.inject_message
             response = client.complete(
                 self.messages,
                 tools=k.tools.schemas() or None,
@@ -309,14 +232,14 @@ class AgentSession:
             for key, value in usage.items():
                 if isinstance(value, int):
                     result.usage[key] = result.usage.get(key, 0) + value
-            engine = self._engine()
+            engine = self.host.engine()
             if engine is not None:
                 # Both spellings of the counts: Hermes engines read prompt_tokens / completion_tokens.
                 counts = {
                     "prompt_tokens": usage.get("input_tokens"),
                     "completion_tokens": usage.get("output_tokens"),
                 }
-                _call_quietly(
+                call_quietly(
                     k, "context_engine_update_failed", engine.update_from_response, {**counts, **usage}
                 )
             self.messages.append(response.as_message())
@@ -385,12 +308,12 @@ class AgentSession:
         return None
 
     def _maybe_compress(self) -> None:
-        engine = self._engine()
+        engine = self.host.engine()
         if engine is None:
             return
         preflight = False
         if _overrides(engine, "should_compress_preflight"):
-            answer = _call_quietly(
+            answer = call_quietly(
                 self.kernel,
                 "context_engine_preflight_failed",
                 engine.should_compress_preflight,
@@ -408,7 +331,7 @@ class AgentSession:
     def compress(self, focus_topic: str | None = None, *, force: bool = False) -> None:
         """Compress the conversation now with the active engine (``/compress``), the memory's
         ``on_pre_compress`` first; the engine's errors propagate."""
-        engine = self._engine()
+        engine = self.host.engine()
         if engine is not None:
             self._compress(engine, focus_topic=focus_topic, force=force)
 
@@ -418,9 +341,9 @@ class AgentSession:
             options["focus_topic"] = focus_topic
         if force:
             options["force"] = True
-        memory = self._memory() if self._memory_started is not None else None
+        memory = self.host.memory() if self.host.memory_in_use is not None else None
         if memory is not None:
-            text = _call_quietly(
+            text = call_quietly(
                 self.kernel,
                 "memory_pre_compress_failed",
                 memory.on_pre_compress,
@@ -428,7 +351,7 @@ class AgentSession:
             )
             if isinstance(text, str) and text.strip():
                 options["memory_context"] = _clip(text.strip(), _MEMORY_CONTEXT_CHARS)
-        options = _accepted(engine.compress, options)
+        options = accepted(engine.compress, options)
         self.messages = list(engine.compress(copy.deepcopy(self.messages), **options))
 
     def _update_engine_model(self, engine: Any, client: Any) -> None:
@@ -451,7 +374,7 @@ class AgentSession:
         self._engine_told, self._engine_model = engine, current
         length = _context_length(k, raw)
         if length is None:
-            own = _call_quietly(k, "context_engine_failed", getattr, engine, "context_length", 0)
+            own = call_quietly(k, "context_engine_failed", getattr, engine, "context_length", 0)
             has_own = isinstance(own, int) and not isinstance(own, bool) and own > 0
             if not has_own:
                 length = DEFAULT_CONTEXT_LENGTH
@@ -459,7 +382,7 @@ class AgentSession:
                 length = own
             else:
                 return
-        _call_accepting(
+        call_accepting(
             k,
             "context_engine_update_model_failed",
             engine.update_model,
@@ -470,77 +393,13 @@ class AgentSession:
             api_mode=_api_mode(k, provider),
         )
 
-    def _start_memory(self) -> Any:
-        """The active memory provider, initialized for this session on first use (``None`` if none)."""
-        memory = self._memory()
-        if memory is not None and memory is not self._memory_started:
-            self._memory_started = memory
-            _call_quietly(
-                self.kernel,
-                "memory_initialize_failed",
-                memory.initialize,
-                self.session_id,
-                hermes_home=str(self.kernel.home),
-                platform=self.platform,
-            )
-        return memory
-
-    def _prefetch(self, query: str) -> str:
-        memory = self._memory()
-        if memory is None:
-            return ""
-        text = _call_quietly(
-            self.kernel, "memory_prefetch_failed", memory.prefetch, query, session_id=self.session_id
-        )
-        return str(text).strip() if text else ""
-
     # -- session lifecycle ---------------------------------------------------------------
 
     def reset(self, reason: str = "reset") -> str:
         """Start over (``/new``, ``/reset``): a new session id, an empty conversation."""
-        k = self.kernel
-        old = self.session_id
-        self._end_memory()
-        new = _new_id("session")
-        # The session that ends is finalised first, as in Hermes' /new and /reset (docs/hooks.md).
-        k.invoke_hook(
-            "on_session_finalize",
-            session_id=old,
-            platform=self.platform,
-            old_session_id=old,
-            new_session_id=new,
-            reason=reason,
-        )
-        self.session_id = new
+        new = self.host.reset(reason, history=self.messages)
         self.messages = []
-        self.turns = 0
-        memory = self._memory()
-        if memory is not None and memory is self._memory_started:
-            # Hermes does not initialize the provider again: it is told the new id.
-            _call_accepting(
-                k,
-                "memory_session_switch_failed",
-                memory.on_session_switch,
-                new,
-                parent_session_id=old,
-                reset=True,
-                reason=reason,
-            )
-        engine = self._engine()
-        if engine is not None:
-            _call_quietly(k, "context_engine_reset_failed", engine.on_session_reset)
-        k.invoke_hook(
-            "on_session_reset",
-            session_id=self.session_id,
-            platform=self.platform,
-            reason=reason,
-            old_session_id=old,
-            new_session_id=self.session_id,
-        )
-        k.events.emit(
-            "session:reset", {"platform": self.platform, "session_id": self.session_id, "old_session_id": old}
-        )
-        return self.session_id
+        return new
 
     def close(self, reason: str = "exit") -> None:
         """Close the session for good: ``on_session_end``, ``on_session_finalize``, ``session:end``.
@@ -549,33 +408,7 @@ class AgentSession:
         interrupted) when the session had turns: the hook fires at the end of
         each run and on exit.
         """
-        if self.closed:
-            return
-        self.closed = True
-        k = self.kernel
-        k._agent_sessions.discard(self)
-        k._drop_injected(self.session_id)  # what was queued for it has no conversation to join
-        if self.turns:
-            k.invoke_hook(
-                "on_session_end",
-                session_id=self.session_id,
-                completed=True,
-                interrupted=False,
-                model=self.model_name,
-                platform=self.platform,
-            )
-        self._end_memory()
-        k.invoke_hook(
-            "on_session_finalize",
-            session_id=self.session_id if self.turns else None,
-            platform=self.platform,
-            old_session_id=None,
-            new_session_id=None,
-            reason=reason,
-        )
-        k.events.emit(
-            "session:end", {"platform": self.platform, "session_id": self.session_id, "reason": reason}
-        )
+        self.host.close(reason, history=self.messages)
 
     def release(self) -> None:
         """Let go of the session without ending it: no hook fires, and it runs no more turns here.
@@ -583,11 +416,7 @@ class AgentSession:
         For a host that keeps the conversation elsewhere (the gateway's session store) and goes on
         with it in another :class:`AgentSession` — in this process, another, or after a restart.
         """
-        if self.closed:
-            return
-        self.closed = True
-        self.kernel._agent_sessions.discard(self)
-        self.kernel._drop_injected(self.session_id)
+        self.host.release()
 
     # -- what the host reports to the memory ------------------------------------------
 
@@ -618,7 +447,7 @@ class AgentSession:
         )
         common = {
             "parent_session_id": self.session_id,
-            "parent_turn_id": self._turn_id,
+            "parent_turn_id": self.host.turn_id,
             "child_session_id": child.session_id,
             "child_role": role,
         }
@@ -658,112 +487,20 @@ class AgentSession:
 
     def notify_delegation(self, task: str, result: str, *, child_session_id: str = "", **kwargs: Any) -> None:
         """A sub-agent this session delegated ``task`` to came back with ``result``: the memory's
-        ``on_delegation`` (call it where your host runs sub-agents; the kernel itself runs none)."""
-        memory = self._start_memory()
-        if memory is not None:
-            _call_accepting(
-                self.kernel,
-                "memory_delegation_failed",
-                memory.on_delegation,
-                task,
-                result,
-                child_session_id=child_session_id,
-                **kwargs,
-            )
+        ``on_delegation`` (see :meth:`HostSession.notify_delegation`)."""
+        self.host.notify_delegation(task, result, child_session_id=child_session_id, **kwargs)
 
     def notify_memory_write(
         self, action: str, target: str, content: str, metadata: dict[str, Any] | None = None
     ) -> None:
-        """The host's own built-in memory wrote an entry: the memory provider's ``on_memory_write``
-        (the kernel has no built-in memory tool; an embedding host with one calls this)."""
-        memory = self._start_memory()
-        if memory is None:
-            return
-        details = {"session_id": self.session_id, "platform": self.platform, **(metadata or {})}
-        k, write = self.kernel, memory.on_memory_write
-        if _accepted(write, {"metadata": details}):
-            _call_quietly(k, "memory_write_failed", write, action, target, content, metadata=details)
-        elif _positional_count(write) >= 4:
-            _call_quietly(k, "memory_write_failed", write, action, target, content, details)
-        else:  # an override of the older three-argument form
-            _call_quietly(k, "memory_write_failed", write, action, target, content)
-
-    def _end_memory(self) -> None:
-        engine = self._engine()
-        if engine is not None and self.turns:
-            _call_quietly(
-                self.kernel,
-                "context_engine_end_failed",
-                engine.on_session_end,
-                self.session_id,
-                copy.deepcopy(self.messages),
-            )
-        memory = self._memory()
-        if memory is not None and self.turns:
-            _call_quietly(
-                self.kernel, "memory_session_end_failed", memory.on_session_end, copy.deepcopy(self.messages)
-            )
+        """The host's own built-in memory wrote an entry (see :meth:`HostSession.notify_memory_write`)."""
+        self.host.notify_memory_write(action, target, content, metadata)
 
     def __enter__(self) -> AgentSession:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _new_id(kind: str) -> str:
-    return f"{kind}-{uuid.uuid4().hex[:12]}"
-
-
-def _provider(kernel: Kernel) -> str | None:
-    return kernel.providers.model_config().get("provider") or None
-
-
-def _call_quietly(kernel: Kernel, event: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
-    """Call a provider method; a failure is logged, never fatal to the turn.
-
-    Only Ctrl-C (and a cancelled task) goes through, as for plugins' hooks;
-    a ``SystemExit`` or other ``BaseException`` the provider raises is its failure.
-    """
-    try:
-        return fn(*args, **kwargs)
-    except BaseException as exc:
-        if propagates(exc):
-            raise
-        kernel.log.warning(event, error=describe(exc))
-        return None
-
-
-def _call_accepting(kernel: Kernel, event: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
-    """:func:`_call_quietly` with only the keywords ``fn`` takes (older overrides take fewer)."""
-    return _call_quietly(kernel, event, fn, *args, **_accepted(fn, kwargs))
-
-
-def _signature(fn: Any) -> inspect.Signature | None:
-    try:
-        return inspect.signature(fn)
-    except Exception:  # a builtin, or an object that refuses to be inspected
-        return None
-
-
-def _accepted(fn: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """The items of ``kwargs`` that ``fn`` accepts as keywords (all of them if it takes ``**kwargs``)."""
-    signature = _signature(fn)
-    if signature is None:
-        return kwargs
-    params = signature.parameters.values()
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
-        return kwargs
-    named = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
-    return {key: value for key, value in kwargs.items() if key in named}
-
-
-def _positional_count(fn: Any) -> int:
-    signature = _signature(fn)
-    if signature is None:
-        return 0
-    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    return sum(1 for p in signature.parameters.values() if p.kind in kinds)
 
 
 def _overrides(engine: Any, method: str) -> bool:
@@ -796,11 +533,6 @@ def _api_mode(kernel: Kernel, provider: str) -> str:
 
 def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
-
-
-def _since(started: float) -> float:
-    """Seconds since ``started`` (``time.monotonic``), to the millisecond."""
-    return round(time.monotonic() - started, 3)
 
 
 # pre_verify: how many times a turn may be kept going (agent.max_verify_nudges), and a message's size.

@@ -98,6 +98,13 @@ class EventBus:
                     if isinstance(receiver, _Attributed) and receiver.owner == owner:
                         signal.disconnect(receiver)
 
+    def listening(self, name: str) -> bool:
+        """Whether an event ``name`` may have receivers (a cheap check before building its context)."""
+        signals = self._signals
+        if not signals:
+            return False
+        return name in signals or (":" in name and name.split(":", 1)[0] + ":*" in signals)
+
     def receivers(self, name: str) -> list[_Attributed]:
         """The receivers of ``name`` in call order: exact-name ones, then ``prefix:*`` ones."""
         names = [name]

@@ -53,7 +53,7 @@ BUILTIN_SERVICES: tuple[Service, ...] = (
     Service(
         "messages",
         "kernel.messages",
-        attributes=("inject_message", "_take_injected", "_drop_injected", "_agent_sessions", "_injected"),
+        attributes=("inject_message", "inbox"),
         context=("inject_message",),
     ),
     Service("llm", "kernel.llm", context=("llm",)),

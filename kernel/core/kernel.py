@@ -481,16 +481,34 @@ class Kernel(Loader):
         self._hooks.invoke(hook_name, kwargs, request)
         return request.pairs or []
 
-    def _first_text(self, hook_name: str, kwargs: dict[str, Any], allow_empty: bool = False) -> str | None:
-        """The first string result of a ``transform_*`` hook (``None`` when there is none).
+    def read_hook(self, hook_name: str, reader: Callable[[Any], Any], /, **kwargs: Any) -> list[Any]:
+        """Fire ``hook_name`` and return ``reader(result)`` of each non-None result, in plugin order.
 
-        A result that is not a string is ignored; one whose reading fails
-        disables its callback.
+        For a host that reads the answers itself (a decision, a replacement): a
+        result whose reading raises — a hostile ``__eq__`` or ``__str__``, an
+        answer of the wrong shape the reader refuses — is left out and disables
+        the callback that gave it, as a raising hook is disabled.
         """
-        for text in self._hooks.read(self._hook_results(hook_name, kwargs), plain_text):
-            if text or (allow_empty and text is not None):
-                return text
-        return None
+        return self._hooks.read(self._hook_results(hook_name, kwargs), reader)
+
+    async def aread_hook(self, hook_name: str, reader: Callable[[Any], Any], /, **kwargs: Any) -> list[Any]:
+        """As :meth:`read_hook`, awaiting async callbacks on the caller's loop (see :meth:`ainvoke_hook`)."""
+        request = Request(pairs=[])
+        await self._hooks.ainvoke(hook_name, kwargs, request)
+        return self._hooks.read(request.pairs or [], reader)
+
+    def first_text(self, hook_name: str, /, *, allow_empty: bool = False, **kwargs: Any) -> str | None:
+        """The first string answer of a ``transform_*`` hook: the replacement; ``None`` when none.
+
+        Answers that are not strings are passed over; an empty string counts
+        only with ``allow_empty`` (``transform_tool_result`` may empty a result,
+        ``transform_llm_output`` may not).
+        """
+        return _first(self.read_hook(hook_name, plain_text, **kwargs), allow_empty)
+
+    async def afirst_text(self, hook_name: str, /, *, allow_empty: bool = False, **kwargs: Any) -> str | None:
+        """As :meth:`first_text`, awaiting async callbacks on the caller's loop."""
+        return _first(await self.aread_hook(hook_name, plain_text, **kwargs), allow_empty)
 
     # -- internals: loading ------------------------------------------------------
 
@@ -654,6 +672,13 @@ class Kernel(Loader):
         record = self._records.get(plugin)
         if record is not None and problem not in record.warnings and len(record.warnings) < 50:
             record.warnings.append(problem)
+
+
+def _first(texts: list[str | None], allow_empty: bool) -> str | None:
+    for text in texts:
+        if text or (allow_empty and text is not None):
+            return text
+    return None
 
 
 def merge_context(results: list[Any]) -> str:

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import tenacity
 
 from ..core.config import section
-from ..core.hooks import Request, describe, plain_text, propagates
+from ..core.hooks import describe, plain_text, propagates
 from ..core.services import serviceimpl
 from .base import BasePlatformAdapter, MessageEvent, SendResult
 from .broker import FAILED_REPLY, Broker, BrokerError, BrokerSettings, chat_key
@@ -741,10 +741,14 @@ async def _dispatch_decision(kernel: Kernel, event: MessageEvent, gateway: Gatew
     ``None`` to dispatch the message as it is.  An answer that cannot be read
     disables its callback.
     """
-    request = Request(pairs=[])
-    kwargs = {"event": event, "gateway": gateway, "session_store": gateway.sessions}
-    await kernel._hooks.ainvoke("pre_gateway_dispatch", kwargs, request)
-    for decision in kernel._hooks.read(request.pairs or [], _read_dispatch_answer):
+    decisions = await kernel.aread_hook(
+        "pre_gateway_dispatch",
+        _read_dispatch_answer,
+        event=event,
+        gateway=gateway,
+        session_store=gateway.sessions,
+    )
+    for decision in decisions:
         if decision == ("allow", None):
             return None
         if decision is not None:

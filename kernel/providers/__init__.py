@@ -25,18 +25,24 @@ from .registry import (
     list_providers,
     register_provider,
 )
+from .results import ChatResult, ChatTransport, ProviderError, ToolCall, Usage
 from .video_gen import VideoGenProvider
 from .web_search import WebSearchProvider
 
 __all__ = [
     "DEFAULT_ASPECT_RATIO",
+    "ChatResult",
+    "ChatTransport",
     "ContextEngine",
     "ImageGenProvider",
     "MemoryProvider",
     "ProviderCatalog",
+    "ProviderError",
     "ProviderLookupError",
     "ProviderProfile",
     "ProviderSelectionError",
+    "ToolCall",
+    "Usage",
     "VideoGenProvider",
     "WebSearchProvider",
     "error_response",

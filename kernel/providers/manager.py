@@ -22,6 +22,7 @@ from .web_search import WebSearchProvider
 
 if TYPE_CHECKING:
     from ..core.kernel import Kernel
+    from .results import ChatTransport
 
 # slot -> (config section, key, default, base class)
 SLOTS: dict[str, tuple[str, str, str | None, type | None]] = {
@@ -84,6 +85,7 @@ class ProviderManager:
         self.catalog = ProviderCatalog(loader=kernel._load_deferred)
         self._client: Any = None
         self._client_key: Any = None
+        self._host_model: Any = None  # a host's model (use_model), in place of config.yaml's
         self._lock = SharedRLock()
 
     # -- model providers ---------------------------------------------------------
@@ -100,12 +102,33 @@ class ProviderManager:
         value = section(self._kernel.config, "model")
         return dict(value) if isinstance(value, dict) else {}
 
+    def use_model(self, transport: ChatTransport | None) -> Any:
+        """Make a host's ``transport`` the active model, in place of ``model.provider``'s.
+
+        What the reference loop and ``ctx.llm`` (with no override) call from then
+        on; it still goes through the kernel's model middleware and fires the
+        api hooks, and a plugin's override of provider or model still needs the
+        same permission (``plugins.entries.<id>.llm``).  The kernel never closes
+        it.  ``None`` goes back to config.yaml's.  Returns the wrapped model
+        (see :class:`~kernel.providers.host_model.HostModel`).
+        """
+        from .host_model import HostModel
+
+        model = None if transport is None else HostModel(transport, hooks=self._kernel)
+        with self._lock:
+            self._host_model = model
+        return model
+
     def model(self) -> Any:
-        """The client of the configured model (``model.provider``), built on first use.
+        """The client of the active model: the host's (:meth:`use_model`), else the configured one
+        (``model.provider``), built on first use.
 
         Raises :class:`ProviderSelectionError` when no provider is configured,
         the name is unknown, or the provider is unavailable (with the reason).
         """
+        host = self._host_model
+        if host is not None:
+            return host
         config = self.model_config()
         name = config.get("provider")
         if not name:

@@ -432,10 +432,12 @@ class ToolRegistry:
                 "duration_ms": int((time.perf_counter() - start) * 1000),
             }
             kernel.invoke_hook("post_tool_call", **outcome, args=copy.deepcopy(parsed), result=result)
-            replacement = kernel._first_text(
+            replacement = kernel.first_text(
                 "transform_tool_result",
-                {**outcome, "args": copy.deepcopy(parsed), "result": result},
                 allow_empty=True,
+                **outcome,
+                args=copy.deepcopy(parsed),
+                result=result,
             )
             if replacement is not None:
                 result = _as_json_text(replacement)

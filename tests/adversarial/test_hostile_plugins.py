@@ -333,9 +333,9 @@ def test_an_injected_message_reaches_only_the_session_it_was_injected_for(
             assert ctx.inject_message("for alice only") is True
         assert ctx.inject_message("for whom?") is False
         assert ctx.inject_message("for bob, by name", session_id="bob") is True
-        assert k._take_injected("bob") == [{"role": "user", "content": "for bob, by name"}]
-        assert k._take_injected("alice") == [{"role": "user", "content": "for alice only"}]
-        assert k._take_injected("alice") == []
+        assert k.inbox.take("bob") == [{"role": "user", "content": "for bob, by name"}]
+        assert k.inbox.take("alice") == [{"role": "user", "content": "for alice only"}]
+        assert k.inbox.take("alice") == []
     finally:
         alice.close()
         bob.close()

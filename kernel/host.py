@@ -1,0 +1,743 @@
+"""One conversation whose model loop someone else runs: the lifecycle of a turn, in one place.
+
+An agent framework (pydantic-ai, the OpenAI Agents SDK, LangGraph, an MCP
+client) calls the model and runs the tool loop itself; what the kernel owes
+its plugins around that is the same every time::
+
+    session = HostSession(k, model="my-model")
+    turn = session.begin_turn("What is 2**16?")     # hooks, memory, the merged context
+    reply = my_model(turn.user_content)              # the context rides on the user message
+    result = session.dispatch("calculate", {"expression": "2**16"})   # the tool pipeline
+    reply = session.end_turn(reply)                  # post_llm_call, transform_llm_output, memory
+    session.close()
+
+:meth:`HostSession.begin_turn`: ``on_session_start`` (first turn only, with
+the context engine's ``on_session_start``), the active memory provider's
+``initialize`` (first use), ``on_turn_start`` and ``prefetch``, then
+``pre_llm_call`` — :attr:`HostTurn.context` is the recall, then the merged
+hook context, a blank line between.  :meth:`HostSession.end_turn`:
+``post_llm_call``, ``transform_llm_output`` (its replacement is the return
+value), the memory's ``sync_turn`` and ``queue_prefetch``, ``on_session_end``.
+A turn that did not complete fires only ``on_session_end`` with
+``completed=False``.  :meth:`HostSession.close`: the memory's and the
+engine's session end, ``on_session_finalize``.
+
+The reference loop (:class:`~kernel.agent.AgentSession`) runs on this class,
+so the order above is written once.  Each step is a value a generator yields
+(:class:`_Hook`, :class:`_Call`...): a sync driver and an async one carry them
+out, so that :meth:`HostSession.abegin_turn` awaits plugins' async hooks on
+the caller's loop and runs blocking memory providers on a worker thread
+without a second copy of the order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import inspect
+import os
+import time
+from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .core.callbacks import describe, propagates
+
+if TYPE_CHECKING:
+    from .core.kernel import Kernel
+
+__all__ = ["HostSession", "HostSessionError", "HostTurn"]
+
+#: At most this much of a message or reply travels in an ``agent:*`` event.
+_PREVIEW = 500
+
+
+class HostSessionError(RuntimeError):
+    """A :class:`HostSession` used out of order: a turn begun twice, ended unbegun, or a closed session."""
+
+
+@dataclass
+class HostTurn:
+    """One user turn begun by :meth:`HostSession.begin_turn`."""
+
+    session_id: str
+    turn_id: str
+    user_message: str
+    is_first_turn: bool
+    #: The memory's recall, then the merged ``pre_llm_call`` context (a blank line between); ``""`` for none.
+    context: str = ""
+    #: What the model must receive as this turn's user message: the message, then the context.
+    user_content: str = ""
+    #: The turn's number in the session, from 1.
+    number: int = 0
+    started: float = field(default_factory=time.monotonic, repr=False)
+    memory: Any = field(default=None, repr=False)  # the memory provider the turn began with
+
+
+# -- the steps a turn is made of (carried out by _run_sync / _run_async) --------------
+
+
+@dataclass(slots=True)
+class _Hook:
+    """Fire a hook; the answers are ignored."""
+
+    name: str
+    kwargs: dict[str, Any]
+
+
+@dataclass(slots=True)
+class _Context:
+    """Fire ``pre_llm_call``; the answer is the merged context."""
+
+    kwargs: dict[str, Any]
+
+
+@dataclass(slots=True)
+class _FirstText:
+    """Fire a ``transform_*`` hook; the answer is its first non-empty string, or ``None``."""
+
+    name: str
+    kwargs: dict[str, Any]
+
+
+@dataclass(slots=True)
+class _Call:
+    """Call a provider's method, contained (see :func:`call_quietly`); the answer is its return value."""
+
+    event: str
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    accepting: bool = False  # pass only the keywords ``fn`` takes
+
+
+_Steps = Generator[Any, Any, Any]
+
+
+class HostSession:
+    """One conversation of a host that runs its own model loop (see the module docstring).
+
+    ``session_id`` defaults to a fresh unique id and ``task_id`` to it;
+    ``platform`` and ``model`` are what the hooks are told (``model`` may be
+    changed between turns).  Thread-compatible, not thread-safe: one turn at a
+    time per session; sessions are independent of each other.
+    """
+
+    def __init__(
+        self,
+        kernel: Kernel,
+        *,
+        session_id: str | None = None,
+        platform: str = "host",
+        model: str | None = None,
+        task_id: str | None = None,
+        sender_id: str | None = None,
+    ) -> None:
+        self.kernel = kernel
+        self.session_id: str = session_id or new_id("session")
+        self.platform = platform
+        self.model = model
+        self.sender_id = sender_id
+        self._task_id = task_id
+        #: Turns begun so far (a host restoring a conversation may set it: ``on_session_start`` fires at 0).
+        self.turns = 0
+        self.closed = False
+        #: The turn in progress, if any.
+        self.turn: HostTurn | None = None
+        #: The id of the turn in progress, or of the last one (a sub-agent's parent turn).
+        self.turn_id = ""
+        # What the session knows of the conversation when the host gives no history: its own
+        # transcript of user messages and replies.
+        self._transcript: list[dict[str, Any]] = []
+        self._history: list[dict[str, Any]] | None = None  # the host's history, as last given
+        self._memory_started: Any = None  # the memory provider initialize() was called on
+        self._started = False  # on_session_start fired (start() or the first turn)
+        kernel.inbox.open(self)  # ctx.inject_message finds the open sessions here
+
+    # -- what the session knows ---------------------------------------------------------
+
+    @property
+    def task_id(self) -> str:
+        """The task id given to hooks, tools and the model: the one given, else the session's id."""
+        return self._task_id or self.session_id
+
+    @property
+    def history(self) -> list[dict[str, Any]]:
+        """The conversation as this session last heard of it: the host's ``history``, else its own
+        transcript (each turn's user message and reply)."""
+        return self._history if self._history is not None else self._transcript
+
+    @contextlib.contextmanager
+    def call_context(self) -> Iterator[dict[str, Any]]:
+        """Make this session (and its turn) the call in progress for what runs inside: hooks, tools,
+        ``ctx.inject_message``."""
+        with self.kernel.tools.call_context(
+            session_id=self.session_id, task_id=self.task_id, turn_id=self.turn_id or None
+        ) as context:
+            yield context
+
+    def memory(self) -> Any:
+        """The active memory provider (``None`` when none is configured or it cannot be had)."""
+        try:
+            return self.kernel.providers.memory()
+        except ValueError as exc:
+            self.kernel.log.warning("memory_unavailable", detail=str(exc))
+            return None
+
+    def engine(self) -> Any:
+        """The active context engine (``None`` when none is configured or it cannot be had)."""
+        try:
+            return self.kernel.providers.context_engine()
+        except ValueError as exc:
+            self.kernel.log.warning("context_engine_unavailable", detail=str(exc))
+            return None
+
+    @property
+    def memory_in_use(self) -> Any:
+        """The memory provider this session initialized (``None`` before its first use)."""
+        return self._memory_started
+
+    def take_injected(self) -> list[dict[str, str]]:
+        """The messages ``ctx.inject_message`` queued for this session, oldest first; taken once."""
+        return self.kernel.inbox.take(self.session_id)
+
+    # -- a turn ----------------------------------------------------------------------------
+
+    def begin_turn(self, user_message: str, *, history: list[dict[str, Any]] | None = None) -> HostTurn:
+        """Begin a user turn (see the module docstring); ``history`` is the conversation before it."""
+        return self._run_sync(self._begin(user_message, history))
+
+    async def abegin_turn(
+        self, user_message: str, *, history: list[dict[str, Any]] | None = None
+    ) -> HostTurn:
+        """As :meth:`begin_turn`, for async hosts."""
+        return await self._run_async(self._begin(user_message, history))
+
+    def dispatch(self, name: str, args: Any = None, *, tool_call_id: str | None = None) -> str:
+        """Run tool ``name`` through the kernel's pipeline with this session's ids; a JSON string."""
+        return self.kernel.tools.dispatch(name, args, **self._tool_context(tool_call_id))
+
+    async def adispatch(self, name: str, args: Any = None, *, tool_call_id: str | None = None) -> str:
+        """As :meth:`dispatch`, for async hosts: the caller's loop keeps running meanwhile."""
+        return await self.kernel.tools.adispatch(name, args, **self._tool_context(tool_call_id))
+
+    def end_turn(
+        self,
+        assistant_response: str,
+        *,
+        history: list[dict[str, Any]] | None = None,
+        completed: bool = True,
+        interrupted: bool = False,
+        error: BaseException | str | None = None,
+    ) -> str:
+        """End the turn in progress; the reply to show (``transform_llm_output``'s, else the one given).
+
+        ``completed=False`` (the run failed or was cancelled; ``error`` says how,
+        for the ``agent:end`` event) fires only ``on_session_end``.
+        """
+        return self._run_sync(self._end(assistant_response, history, completed, interrupted, error))
+
+    async def aend_turn(
+        self,
+        assistant_response: str,
+        *,
+        history: list[dict[str, Any]] | None = None,
+        completed: bool = True,
+        interrupted: bool = False,
+        error: BaseException | str | None = None,
+    ) -> str:
+        """As :meth:`end_turn`, for async hosts."""
+        return await self._run_async(self._end(assistant_response, history, completed, interrupted, error))
+
+    def _tool_context(self, tool_call_id: str | None) -> dict[str, Any]:
+        context: dict[str, Any] = {"session_id": self.session_id, "task_id": self.task_id}
+        if self.turn_id:
+            context["turn_id"] = self.turn_id
+        if tool_call_id is not None:
+            context["tool_call_id"] = str(tool_call_id)
+        return context
+
+    def _base(self) -> dict[str, Any]:
+        return {"session_id": self.session_id, "model": self.model, "platform": self.platform}
+
+    def _begin(self, user_message: str, history: list[dict[str, Any]] | None) -> _Steps:
+        if self.closed:
+            raise HostSessionError(f"session {self.session_id} is closed")
+        if self.turn is not None:
+            raise HostSessionError(
+                f"session {self.session_id}: turn {self.turn.turn_id} is still in progress; end it first"
+            )
+        if type(user_message) is not str:
+            raise TypeError(f"user_message must be a str, not {type(user_message).__name__}")
+        k = self.kernel
+        if history is not None:
+            self._history = history
+        first = self.turns == 0
+        starting = first and not self._started
+        turn = HostTurn(
+            session_id=self.session_id,
+            turn_id=new_id("turn"),
+            user_message=user_message,
+            is_first_turn=first,
+            number=self.turns + 1,
+        )
+        self.turn, self.turn_id = turn, turn.turn_id
+        base = self._base()
+        try:
+            if starting:
+                yield from self._start_steps(base)
+            memory = turn.memory = self.memory()
+            if memory is not None and memory is not self._memory_started:
+                yield self._initialize_step(memory)
+            self.turns += 1
+            if k.events.listening("agent:start"):
+                k.events.emit(
+                    "agent:start", {**base, "user_id": self.sender_id, "message": user_message[:_PREVIEW]}
+                )
+            recalled = ""
+            if memory is not None:
+                yield _Call(
+                    "memory_turn_start_failed",
+                    memory.on_turn_start,
+                    (self.turns, user_message),
+                    {"model": self.model, "platform": self.platform, "session_id": self.session_id},
+                    accepting=True,
+                )
+                text = yield _Call(
+                    "memory_prefetch_failed",
+                    memory.prefetch,
+                    (user_message,),
+                    {"session_id": self.session_id},
+                )
+                recalled = str(text).strip() if text else ""
+            context = yield _Context(
+                {
+                    **base,
+                    "task_id": self.task_id,
+                    "turn_id": turn.turn_id,
+                    "user_message": user_message,
+                    "conversation_history": copy.deepcopy(self.history),
+                    "is_first_turn": first,
+                    "parent_session_id": None,
+                    "sender_id": self.sender_id,
+                }
+            )
+        except BaseException as exc:
+            # The turn ends here, not completed; the host sees the exception as it was.
+            self.turn = None
+            interrupted = isinstance(exc, (KeyboardInterrupt, asyncio.CancelledError))
+            yield from self._not_completed(base, interrupted, exc, turn.started)
+            raise
+        turn.context = "\n\n".join(p for p in (recalled, context) if p)
+        turn.user_content = f"{user_message}\n\n{turn.context}" if turn.context else user_message
+        return turn
+
+    def _start_steps(self, base: dict[str, Any]) -> _Steps:
+        self._started = True
+        yield _Hook("on_session_start", base)
+        self.kernel.events.emit("session:start", {**base, "user_id": self.sender_id})
+        engine = self.engine()
+        if engine is not None:
+            yield _Call("context_engine_start_failed", engine.on_session_start, (self.session_id,), {})
+
+    def start(self) -> None:
+        """Start the session before its first turn (``on_session_start``, the engine's, ``session:start``);
+        for a host whose sessions begin before any message (an MCP connection).  Idempotent; the
+        first :meth:`begin_turn` does it otherwise."""
+        if self.closed:
+            raise HostSessionError(f"session {self.session_id} is closed")
+        if not self._started and self.turns == 0:
+            self._run_sync(self._start_steps(self._base()))
+
+    async def astart(self) -> None:
+        """As :meth:`start`, for async hosts."""
+        if self.closed:
+            raise HostSessionError(f"session {self.session_id} is closed")
+        if not self._started and self.turns == 0:
+            await self._run_async(self._start_steps(self._base()))
+
+    def _end(
+        self,
+        reply: str,
+        history: list[dict[str, Any]] | None,
+        completed: bool,
+        interrupted: bool,
+        error: BaseException | str | None,
+    ) -> _Steps:
+        turn = self.turn
+        if turn is None:
+            raise HostSessionError(f"session {self.session_id}: no turn in progress; call begin_turn first")
+        self.turn = None
+        base = self._base()
+        if history is not None:
+            self._history = history
+        if not completed:
+            yield from self._not_completed(base, interrupted, error, turn.started)
+            return reply
+        reply = "" if reply is None else reply if type(reply) is str else str(reply)
+        if self._history is None:  # the host keeps no history: the session keeps its own
+            self._transcript.append({"role": "user", "content": turn.user_message})
+            self._transcript.append({"role": "assistant", "content": reply})
+        k = self.kernel
+        yield _Hook(
+            "post_llm_call",
+            {
+                **base,
+                "task_id": self.task_id,
+                "turn_id": turn.turn_id,
+                "user_message": turn.user_message,
+                "assistant_response": reply,
+                "conversation_history": copy.deepcopy(self.history),
+            },
+        )
+        replacement = yield _FirstText(
+            "transform_llm_output",
+            {
+                "response_text": reply,
+                "session_id": self.session_id,
+                "model": self.model,
+                "platform": self.platform,
+            },
+        )
+        if replacement is not None:
+            reply = replacement
+        memory = turn.memory
+        if memory is not None:
+            yield _Call(
+                "memory_sync_failed",
+                memory.sync_turn,
+                (turn.user_message, reply),
+                {"session_id": self.session_id},
+            )
+            if turn.user_message.strip():
+                yield _Call(
+                    "memory_queue_prefetch_failed",
+                    memory.queue_prefetch,
+                    (turn.user_message,),
+                    {"session_id": self.session_id},
+                )
+        yield _Hook("on_session_end", {**base, "completed": True, "interrupted": False})
+        if not k.events.listening("agent:end"):
+            return reply
+        k.events.emit(
+            "agent:end",
+            {
+                **base,
+                "user_id": self.sender_id,
+                "response": reply[:_PREVIEW],
+                "provider": _provider(k),
+                "duration_seconds": _since(turn.started),
+            },
+        )
+        return reply
+
+    def _not_completed(
+        self, base: dict[str, Any], interrupted: bool, error: BaseException | str | None, started: float
+    ) -> _Steps:
+        yield _Hook("on_session_end", {**base, "completed": False, "interrupted": bool(interrupted)})
+        if isinstance(error, BaseException):
+            error = describe(error)
+        self.kernel.events.emit(
+            "agent:end",
+            {
+                **base,
+                "error": error or ("interrupted" if interrupted else "not completed"),
+                "duration_seconds": _since(started),
+            },
+        )
+
+    # -- session lifecycle ---------------------------------------------------------------
+
+    def _initialize_step(self, memory: Any) -> _Call:
+        """The memory's ``initialize`` for this session (its first use of that provider)."""
+        self._memory_started = memory
+        return _Call(
+            "memory_initialize_failed",
+            memory.initialize,
+            (self.session_id,),
+            {"hermes_home": str(self.kernel.home), "platform": self.platform},
+        )
+
+    def start_memory(self) -> Any:
+        """The active memory provider, initialized for this session on first use (``None`` if none)."""
+        memory = self.memory()
+        if memory is not None and memory is not self._memory_started:
+            self._run_step(self._initialize_step(memory))
+        return memory
+
+    def reset(self, reason: str = "reset", *, history: list[dict[str, Any]] | None = None) -> str:
+        """Start over (``/new``, ``/reset``): the session ends and goes on under a new id; returns it.
+
+        ``history`` is the ending conversation (for the memory's and the
+        engine's session end); the new one starts empty.
+        """
+        k = self.kernel
+        old = self.session_id
+        if history is not None:
+            self._history = history
+        self._end_providers()
+        new = new_id("session")
+        # The session that ends is finalised first, as in Hermes' /new and /reset (docs/hooks.md).
+        k.invoke_hook(
+            "on_session_finalize",
+            session_id=old,
+            platform=self.platform,
+            old_session_id=old,
+            new_session_id=new,
+            reason=reason,
+        )
+        k.inbox.drop(old)
+        self.session_id = new
+        self.turns, self.turn, self._transcript, self._history = 0, None, [], None
+        self._started = False
+        memory = self.memory()
+        if memory is not None and memory is self._memory_started:
+            # Hermes does not initialize the provider again: it is told the new id.
+            call_accepting(
+                k,
+                "memory_session_switch_failed",
+                memory.on_session_switch,
+                new,
+                parent_session_id=old,
+                reset=True,
+                reason=reason,
+            )
+        engine = self.engine()
+        if engine is not None:
+            call_quietly(k, "context_engine_reset_failed", engine.on_session_reset)
+        k.invoke_hook(
+            "on_session_reset",
+            session_id=new,
+            platform=self.platform,
+            reason=reason,
+            old_session_id=old,
+            new_session_id=new,
+        )
+        k.events.emit("session:reset", {"platform": self.platform, "session_id": new, "old_session_id": old})
+        return new
+
+    def close(self, reason: str = "exit", *, history: list[dict[str, Any]] | None = None) -> None:
+        """Close the session for good; idempotent.
+
+        ``on_session_end`` (completed, when the session had turns), the memory's
+        and the engine's session end, ``on_session_finalize``, ``session:end``.
+        A turn still in progress ends first, not completed.
+        """
+        if self.closed:
+            return
+        if self.turn is not None:
+            self.end_turn("", completed=False, error="the session closed during the turn")
+        self.closed = True
+        k = self.kernel
+        k.inbox.close(self)  # what was queued for it has no conversation to join
+        if history is not None:
+            self._history = history
+        if self.turns:
+            k.invoke_hook(
+                "on_session_end",
+                session_id=self.session_id,
+                completed=True,
+                interrupted=False,
+                model=self.model,
+                platform=self.platform,
+            )
+        self._end_providers()
+        k.invoke_hook(
+            "on_session_finalize",
+            session_id=self.session_id if self.turns else None,
+            platform=self.platform,
+            old_session_id=None,
+            new_session_id=None,
+            reason=reason,
+        )
+        k.events.emit(
+            "session:end", {"platform": self.platform, "session_id": self.session_id, "reason": reason}
+        )
+
+    def release(self) -> None:
+        """Let go of the session without ending it: no hook fires, and it runs no more turns here.
+
+        For a host that keeps the conversation elsewhere (the gateway's session
+        store) and goes on with it in another session object.
+        """
+        if self.closed:
+            return
+        self.closed = True
+        self.turn = None
+        self.kernel.inbox.close(self)
+
+    def _end_providers(self) -> None:
+        """The engine's and the memory's ``on_session_end`` with the conversation, when it had turns."""
+        if not self.turns:
+            return
+        k = self.kernel
+        engine = self.engine()
+        if engine is not None:
+            call_quietly(
+                k,
+                "context_engine_end_failed",
+                engine.on_session_end,
+                self.session_id,
+                copy.deepcopy(self.history),
+            )
+        memory = self.memory()
+        if memory is not None:
+            call_quietly(k, "memory_session_end_failed", memory.on_session_end, copy.deepcopy(self.history))
+
+    # -- what the host reports to the memory ------------------------------------------
+
+    def notify_delegation(self, task: str, result: str, *, child_session_id: str = "", **kwargs: Any) -> None:
+        """A sub-agent this session delegated ``task`` to came back with ``result``: the memory's
+        ``on_delegation`` (call it where your host runs sub-agents)."""
+        memory = self.start_memory()
+        if memory is not None:
+            call_accepting(
+                self.kernel,
+                "memory_delegation_failed",
+                memory.on_delegation,
+                task,
+                result,
+                child_session_id=child_session_id,
+                **kwargs,
+            )
+
+    def notify_memory_write(
+        self, action: str, target: str, content: str, metadata: dict[str, Any] | None = None
+    ) -> None:
+        """The host's own built-in memory wrote an entry: the memory provider's ``on_memory_write``
+        (the kernel has no built-in memory tool; an embedding host with one calls this)."""
+        memory = self.start_memory()
+        if memory is None:
+            return
+        details = {"session_id": self.session_id, "platform": self.platform, **(metadata or {})}
+        k, write = self.kernel, memory.on_memory_write
+        if accepted(write, {"metadata": details}):
+            call_quietly(k, "memory_write_failed", write, action, target, content, metadata=details)
+        elif _positional_count(write) >= 4:
+            call_quietly(k, "memory_write_failed", write, action, target, content, details)
+        else:  # an override of the older three-argument form
+            call_quietly(k, "memory_write_failed", write, action, target, content)
+
+    def __enter__(self) -> HostSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the drivers -----------------------------------------------------------------------
+
+    def _run_step(self, step: Any) -> Any:
+        k = self.kernel
+        if type(step) is _Hook:
+            return k.invoke_hook(step.name, **step.kwargs)
+        if type(step) is _Context:
+            return k.pre_llm_context(**step.kwargs)
+        if type(step) is _FirstText:
+            return k.first_text(step.name, **step.kwargs)
+        kwargs = accepted(step.fn, step.kwargs) if step.accepting else step.kwargs
+        return call_quietly(k, step.event, step.fn, *step.args, **kwargs)
+
+    def _run_sync(self, steps: _Steps) -> Any:
+        with self.kernel.tools.call_context(
+            session_id=self.session_id, task_id=self.task_id, turn_id=self.turn_id or None
+        ):
+            try:
+                step = next(steps)
+                while True:
+                    try:
+                        answer = self._run_step(step)
+                    except BaseException as exc:
+                        step = steps.throw(exc)
+                    else:
+                        step = steps.send(answer)
+            except StopIteration as stop:
+                return stop.value
+
+    async def _run_async(self, steps: _Steps) -> Any:
+        k = self.kernel
+        with k.tools.call_context(
+            session_id=self.session_id, task_id=self.task_id, turn_id=self.turn_id or None
+        ):
+            try:
+                step = next(steps)
+                while True:
+                    try:
+                        if type(step) is _Hook:
+                            answer = await k.ainvoke_hook(step.name, **step.kwargs)
+                        elif type(step) is _Context:
+                            answer = await k.apre_llm_context(**step.kwargs)
+                        elif type(step) is _FirstText:
+                            answer = await k.afirst_text(step.name, **step.kwargs)
+                        else:  # a provider's method may block: a worker thread, with this context
+                            answer = await asyncio.to_thread(self._run_step, step)
+                    except BaseException as exc:
+                        step = steps.throw(exc)
+                    else:
+                        step = steps.send(answer)
+            except StopIteration as stop:
+                return stop.value
+
+
+# -- helpers shared with the reference loop --------------------------------------------
+
+
+def new_id(kind: str) -> str:
+    """A fresh random id: ``<kind>-<12 hex digits>``."""
+    return f"{kind}-{os.urandom(6).hex()}"
+
+
+def _provider(kernel: Kernel) -> str | None:
+    return kernel.providers.model_config().get("provider") or None
+
+
+def _since(started: float) -> float:
+    """Seconds since ``started`` (``time.monotonic``), to the millisecond."""
+    return round(time.monotonic() - started, 3)
+
+
+def call_quietly(kernel: Kernel, event: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """Call a provider method; a failure is logged as ``event``, never fatal to the turn.
+
+    Only Ctrl-C (and a cancelled task) goes through, as for plugins' hooks;
+    a ``SystemExit`` or other ``BaseException`` the provider raises is its failure.
+    """
+    try:
+        return fn(*args, **kwargs)
+    except BaseException as exc:
+        if propagates(exc):
+            raise
+        kernel.log.warning(event, error=describe(exc))
+        return None
+
+
+def call_accepting(kernel: Kernel, event: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """:func:`call_quietly` with only the keywords ``fn`` takes (older overrides take fewer)."""
+    return call_quietly(kernel, event, fn, *args, **accepted(fn, kwargs))
+
+
+def _signature(fn: Any) -> inspect.Signature | None:
+    try:
+        return inspect.signature(fn)
+    except Exception:  # a builtin, or an object that refuses to be inspected
+        return None
+
+
+def accepted(fn: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The items of ``kwargs`` that ``fn`` accepts as keywords (all of them if it takes ``**kwargs``)."""
+    signature = _signature(fn)
+    if signature is None:
+        return kwargs
+    params = signature.parameters.values()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return kwargs
+    named = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    return {key: value for key, value in kwargs.items() if key in named}
+
+
+def _positional_count(fn: Any) -> int:
+    signature = _signature(fn)
+    if signature is None:
+        return 0
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return sum(1 for p in signature.parameters.values() if p.kind in kinds)
