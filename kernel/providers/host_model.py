@@ -151,7 +151,7 @@ class TextTransport:
         return self._result(answer)
 
     def _result(self, answer: Any) -> ChatResult:
-        if type(answer) is not str:
+        if not isinstance(answer, str):
             raise ProviderError(
                 f"the host's model call returned {type(answer).__name__}, not a str",
                 provider=self.provider,
@@ -159,7 +159,7 @@ class TextTransport:
                 malformed=True,
             )
         return ChatResult(
-            text=answer,
+            text=str.__str__(answer),  # a str subclass's own methods never run
             tool_calls=[],
             usage=Usage(),
             model=self.model,
