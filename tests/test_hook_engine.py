@@ -148,6 +148,64 @@ def test_ainvoke_runs_sync_callbacks_off_the_loop_and_async_ones_on_it(
     assert seen["async_loop"] is seen["loop"]
 
 
+def test_ainvoke_runs_a_run_of_sync_callbacks_in_one_thread_hop_with_the_same_outcome(
+    make_kernel: Callable[..., Kernel],
+) -> None:
+    """Consecutive sync callbacks share one worker thread and one context (not one each), as they share
+    the caller's in the sync path: what the first sets, the next sees; a failing one in the run is
+    disabled and the rest still answer, in order, around an async one that runs on the loop, and a sync
+    one that returns an awaitable is awaited on the loop."""
+    threads: list[tuple[str, int]] = []
+    seen: dict[str, str] = {}
+
+    def sync(name: str) -> Callable[..., str]:
+        def callback(**kwargs: Any) -> str:
+            threads.append((name, threading.get_ident()))
+            seen[name] = REQUEST.get()
+            REQUEST.set(f"set by {name}")
+            return name
+
+        return callback
+
+    def failing(**kwargs: Any) -> str:
+        raise RuntimeError("the third one fails")
+
+    async def on_loop(**kwargs: Any) -> str:
+        threads.append(("async", threading.get_ident()))
+        return "async"
+
+    async def later() -> str:
+        return "awaited"
+
+    class Plugin:
+        def register(self, ctx: Any) -> None:
+            ctx.register_hook("on_session_start", sync("one"))
+            ctx.register_hook("on_session_start", sync("two"))
+            ctx.register_hook("on_session_start", failing)
+            ctx.register_hook("on_session_start", sync("four"))
+            ctx.register_hook("on_session_start", on_loop)
+            ctx.register_hook("on_session_start", sync("six"))
+            ctx.register_hook("on_session_start", lambda **kw: later())
+
+    k = make_kernel()
+    k.register(Plugin(), name="plugin")
+
+    async def main() -> tuple[list[Any], int]:
+        return await k.ainvoke_hook("on_session_start", **SESSION), threading.get_ident()
+
+    results, loop_thread = asyncio.run(main())
+    assert results == ["one", "two", "four", "async", "six", "awaited"]
+    by_name = dict(threads)
+    assert by_name["async"] == loop_thread
+    assert by_name["one"] == by_name["two"] == by_name["four"] != loop_thread  # one hop for the first run
+    assert by_name["six"] != loop_thread
+    # A failure is judged on the loop thread: the run after it is a hop of its own.
+    assert seen == {"one": "unset", "two": "set by one", "four": "unset", "six": "unset"}
+    assert [cb.error is not None for cb in k.hook_callbacks("on_session_start")].count(True) == 1
+    # The sync path agrees (the failed callback stays disabled).
+    assert k.invoke_hook("on_session_start", **SESSION) == results
+
+
 def test_ainvoke_sees_spec_defaults_firstresult_and_wrappers(make_kernel: Callable[..., Kernel]) -> None:
     """The async path has the same semantics as the sync one (one engine)."""
 

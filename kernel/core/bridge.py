@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import inspect
 import threading
 import time
@@ -132,6 +133,27 @@ def in_daemon_thread(fn: Callable[[], Any], timeout: float | None) -> Any:
     return box.get("result")
 
 
+def _sync_run(steps: Any, cb: Callback, kwargs: dict[str, Any]) -> tuple[bool, Any]:
+    """Call the sync callbacks of ``steps`` from ``cb`` on while they succeed with a plain value.
+
+    ``(True, outcome)`` when the chain is done; else ``(False, (callback, kwargs, box))``: an async
+    callback to await next (``box`` is ``None``), or the boxed answer of one that failed or returned an
+    awaitable, for the caller to handle and send on.
+    """
+    while not cb.is_async:
+        try:
+            result = cb.call(**kwargs)
+        except BaseException as exc:
+            return False, (cb, kwargs, (False, exc))
+        if result is not None and type(result) not in _VALUES and inspect.isawaitable(result):
+            return False, (cb, kwargs, (True, result))
+        try:
+            cb, kwargs = steps.send((True, result))
+        except StopIteration as stop:
+            return True, stop.value
+    return False, (cb, kwargs, None)
+
+
 async def _as_coroutine(awaitable: Any) -> Any:
     return await awaitable
 
@@ -159,13 +181,29 @@ class AsyncCalls:
         self, chain: Chain, kwargs: dict[str, Any], firstresult: bool, request: Request | None
     ) -> Any:
         steps = self._steps(chain, kwargs, firstresult, request)
+        # Without wrappers or a time bound, the sync callbacks up to the next async one (or failing one)
+        # run on one worker thread, not one each; a failure is handed back to be judged on this thread.
+        batch = not chain.wrappers and self.timeout is None
         try:
             cb, call_kwargs = next(steps)
             while True:
-                try:
-                    box: tuple[bool, Any] = (True, await self._acall(cb, call_kwargs))
-                except BaseException as exc:
-                    box = (False, exc)
+                if batch and not cb.is_async:
+                    done, value = await self._aside(functools.partial(_sync_run, steps, cb, call_kwargs))
+                    if done:
+                        return value
+                    cb, call_kwargs, box = value
+                    if box is None:  # an async callback is next
+                        continue
+                    if box[0] and inspect.isawaitable(box[1]):
+                        try:
+                            box = (True, await box[1])
+                        except BaseException as exc:
+                            box = (False, exc)
+                else:
+                    try:
+                        box = (True, await self._acall(cb, call_kwargs))
+                    except BaseException as exc:
+                        box = (False, exc)
                 cb, call_kwargs = steps.send(box)
         except StopIteration as stop:
             return stop.value

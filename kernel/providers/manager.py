@@ -119,6 +119,11 @@ class ProviderManager:
             self._host_model = model
         return model
 
+    @property
+    def host_model(self) -> Any:
+        """The host's model :meth:`use_model` installed (``None`` while config.yaml's is in use)."""
+        return self._host_model
+
     def model(self) -> Any:
         """The client of the active model: the host's (:meth:`use_model`), else the configured one
         (``model.provider``), built on first use.
