@@ -517,12 +517,22 @@ class HostSession:
         k.events.emit("session:reset", {"platform": self.platform, "session_id": new, "old_session_id": old})
         return new
 
-    def close(self, reason: str = "exit", *, history: list[dict[str, Any]] | None = None) -> None:
+    def close(
+        self,
+        reason: str = "exit",
+        *,
+        history: list[dict[str, Any]] | None = None,
+        completed: bool = True,
+        interrupted: bool = False,
+    ) -> None:
         """Close the session for good; idempotent.
 
-        ``on_session_end`` (completed, when the session had turns), the memory's
-        and the engine's session end, ``on_session_finalize``, ``session:end``.
-        A turn still in progress ends first, not completed.
+        When the session started (a turn, or :meth:`start`): ``on_session_end``
+        (``completed`` and ``interrupted`` as given: a host ending on Ctrl-C says
+        so), the engine's and (after a turn) the memory's session end; then
+        ``on_session_finalize`` (``session_id`` ``None`` for a session that never
+        started) and ``session:end``.  A turn still in progress ends first, not
+        completed.
         """
         if self.closed:
             return
@@ -533,19 +543,20 @@ class HostSession:
         k.inbox.close(self)  # what was queued for it has no conversation to join
         if history is not None:
             self._history = history
-        if self.turns:
+        started = bool(self.turns) or self._started
+        if started:
             k.invoke_hook(
                 "on_session_end",
                 session_id=self.session_id,
-                completed=True,
-                interrupted=False,
+                completed=completed,
+                interrupted=interrupted,
                 model=self.model,
                 platform=self.platform,
             )
         self._end_providers()
         k.invoke_hook(
             "on_session_finalize",
-            session_id=self.session_id if self.turns else None,
+            session_id=self.session_id if started else None,
             platform=self.platform,
             old_session_id=None,
             new_session_id=None,
@@ -553,6 +564,19 @@ class HostSession:
         )
         k.events.emit(
             "session:end", {"platform": self.platform, "session_id": self.session_id, "reason": reason}
+        )
+
+    async def aclose(
+        self,
+        reason: str = "exit",
+        *,
+        history: list[dict[str, Any]] | None = None,
+        completed: bool = True,
+        interrupted: bool = False,
+    ) -> None:
+        """As :meth:`close`, for async hosts: on a worker thread, so that no hook stalls the loop."""
+        await asyncio.to_thread(
+            self.close, reason, history=history, completed=completed, interrupted=interrupted
         )
 
     def release(self) -> None:
@@ -568,8 +592,9 @@ class HostSession:
         self.kernel.inbox.close(self)
 
     def _end_providers(self) -> None:
-        """The engine's and the memory's ``on_session_end`` with the conversation, when it had turns."""
-        if not self.turns:
+        """The engine's (a started session) and the memory's (after a turn) ``on_session_end`` with the
+        conversation."""
+        if not self.turns and not self._started:
             return
         k = self.kernel
         engine = self.engine()
@@ -581,6 +606,8 @@ class HostSession:
                 self.session_id,
                 copy.deepcopy(self.history),
             )
+        if not self.turns:
+            return  # no turn ran: the memory was never initialized for this session
         memory = self.memory()
         if memory is not None:
             call_quietly(k, "memory_session_end_failed", memory.on_session_end, copy.deepcopy(self.history))

@@ -422,3 +422,15 @@ def test_pm_hook_calls_are_bounded_by_the_hook_timeout_too(make_kernel: Callable
     assert k.pm.hook.on_session_start(**SESSION) == ["on time"]
     assert k.plugin("a_stuck").hook_errors["on_session_start"].startswith("HookTimeout")
     never.set()
+
+
+def test_has_callbacks_says_whether_a_hook_would_reach_anything(make_kernel: Callable[..., Kernel]) -> None:
+    """The tool pipeline skips copying arguments for ``post_tool_call`` / ``transform_tool_result`` when
+    nothing hears them."""
+    k = make_kernel()
+    assert not k.has_callbacks("post_tool_call")
+    k.register(hermes(post_tool_call=lambda **kw: None), name="observer")
+    assert k.has_callbacks("post_tool_call")
+    k.unregister("observer")
+    assert not k.has_callbacks("post_tool_call")
+    assert not k.has_callbacks("transform_tool_result")

@@ -274,6 +274,21 @@ def test_start_opens_the_session_before_any_turn(kernel: Callable[..., Kernel]) 
     assert recorder.names().count("on_session_start") == 1
     session.end_turn("ok")
     session.close()
+    # A session that started but ran no turn still ends and is finalized under its id; a host ending
+    # on Ctrl-C says so.
+    recorder.clear()
+    idle = HostSession(k, session_id="idle", platform="mcp")
+    idle.start()
+    idle.close(completed=False, interrupted=True)
+    assert recorder.names() == ["on_session_start", "on_session_end", "on_session_finalize"]
+    end = recorder.of("on_session_end")[0]
+    assert (end["session_id"], end["completed"], end["interrupted"]) == ("idle", False, True)
+    assert recorder.of("on_session_finalize")[0]["session_id"] == "idle"
+    # One never started is finalized without an id, and hears no session end.
+    recorder.clear()
+    HostSession(k).close()
+    assert recorder.names() == ["on_session_finalize"]
+    assert recorder.of("on_session_finalize")[0]["session_id"] is None
 
 
 def test_injected_messages_reach_only_their_session(home: Path, kernel: Callable[..., Kernel]) -> None:

@@ -471,6 +471,16 @@ class Kernel(Loader):
     def _merge_pairs(self, pairs: list[tuple[Callback, Any]]) -> str:
         return merge_context([p for p in self._hooks.read(pairs, context_text) if p is not None])
 
+    def has_callbacks(self, hook_name: str) -> bool:
+        """Whether calling ``hook_name`` now would reach anything (a live callback, a wrapper, a monitor,
+        a historic hook's record): a caller may skip building costly arguments (copies) for a hook
+        nobody hears."""
+        hooks = self._hooks
+        chain = hooks.chains.get(hook_name)
+        return chain is not None and bool(
+            chain.callbacks or chain.wrappers or hooks.monitors or chain.history is not None
+        )
+
     def hook_callbacks(self, hook_name: str) -> list[Callback]:
         """The callbacks of ``hook_name`` (disabled ones too), in call order."""
         return self._hooks.callbacks(hook_name)

@@ -431,16 +431,18 @@ class ToolRegistry:
                 "error_message": error_message,
                 "duration_ms": int((time.perf_counter() - start) * 1000),
             }
-            kernel.invoke_hook("post_tool_call", **outcome, args=copy.deepcopy(parsed), result=result)
-            replacement = kernel.first_text(
-                "transform_tool_result",
-                allow_empty=True,
-                **outcome,
-                args=copy.deepcopy(parsed),
-                result=result,
-            )
-            if replacement is not None:
-                result = _as_json_text(replacement)
+            if kernel.has_callbacks("post_tool_call"):
+                kernel.invoke_hook("post_tool_call", **outcome, args=copy.deepcopy(parsed), result=result)
+            if kernel.has_callbacks("transform_tool_result"):
+                replacement = kernel.first_text(
+                    "transform_tool_result",
+                    allow_empty=True,
+                    **outcome,
+                    args=copy.deepcopy(parsed),
+                    result=result,
+                )
+                if replacement is not None:
+                    result = _as_json_text(replacement)
         return result
 
     async def adispatch(self, name: str, args: Any = None, **context: Any) -> str:
