@@ -133,8 +133,14 @@ $(LINT_SITE)/.installed: $(LINT_REQS) | $(STAMP)
 	touch $@
 
 # With Hermes Agent installed (make bench-peers does it), make bench measures it side by side too.
+# Then the framework integrations: a HostSession turn against the same hooks by hand, a pydantic-ai run with
+# HermesCapability against plain pydantic-ai tools, an MCP tools/call through hermes-kernel mcp serve against
+# a plain MCP server.
 bench: $(STAMP)
 	$(PY) tests/benchmarks/bench_kernel.py $(if $(wildcard $(PEERS)/.installed),--peer-python $(PEERS)/bin/python)
+	$(PY) tests/benchmarks/bench_host_session.py
+	$(PY) tests/benchmarks/bench_integrations.py
+	$(PY) tests/benchmarks/bench_mcp_server.py
 
 $(PEERS)/.installed:
 	test -x $(PEERS)/bin/python || $(PYTHON) -m venv $(PEERS)

@@ -271,6 +271,7 @@ CLI_BUILTINS = frozenset(
         "help",
         "version",
         "completion",
+        "mcp",
     }
 )
 

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import REPO
 
 SCRIPT = REPO / "tests" / "benchmarks" / "bench_kernel.py"
@@ -128,3 +129,26 @@ def test_quick_gateway_benchmark_answers_every_message_once(tmp_path: Path) -> N
         assert row["answered"] == row["messages"] and row["out_of_order"] == 0, row
     assert [row["messages"] for row in rows] == [10, 10, 5, 5]
     assert re.search(r"^targets: ", proc.stdout, re.MULTILINE), proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("script", "rows"),
+    [
+        ("bench_host_session.py", ("by hand", "HostSession")),
+        ("bench_integrations.py", ("plain tools", "HermesCapability", "hermes_toolset")),
+        ("bench_mcp_server.py", ("plain low-level", "hermes-kernel")),
+    ],
+)
+def test_the_integration_benchmarks_run_and_report_their_targets(script: str, rows: tuple[str, ...]) -> None:
+    """``make bench`` runs these after bench_kernel.py: each reports its rows and its target, met or not."""
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "tests" / "benchmarks" / script), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    for row in rows:
+        assert re.search(rf"^\s*{re.escape(row)}\s+\d", proc.stdout, re.MULTILINE), (row, proc.stdout)
+    assert re.search(r"<= \d\.\d\dx\)?:? (met|NOT met)", proc.stdout), proc.stdout

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from ..core.kernel import Kernel, PluginInfo
 from ..core.records import DISABLE_VARIABLE, NO_PLUGINS_VARIABLE
 from ..core.safe_yaml import DataRefused, load_json
-from . import chat, completion, doctor, gateway, hooks, install, logs, output
+from . import chat, completion, doctor, gateway, hooks, install, logs, mcp, output
 from . import plugins as plugins_group
 from .common import HookFailures, Parser, load, loaded_kernel, plugin_status
 from .output import EscapingStream
@@ -280,6 +280,7 @@ def _parser() -> tuple[argparse.ArgumentParser, Any]:
     logs.add_commands(commands)
     doctor.add_commands(commands)
     gateway.add_commands(commands)
+    mcp.add_commands(commands)
     completion.add_commands(commands)
     return parser, commands
 

@@ -4,8 +4,8 @@ Ten directory plugins in a temporary home, each with ``pre_llm_call`` (a short s
 ``post_llm_call``, ``transform_llm_output`` (no replacement) and ``on_session_end``.  A turn by hand is
 what a careful host would write without the class: a fresh turn id, ``k.pre_llm_context``,
 ``post_llm_call``, ``k.first_text("transform_llm_output")``, ``on_session_end``, with the same arguments
-(the history copied for the hooks, as the kernel's payloads are snapshots) and the call context set.  Both rows run
-the very same callbacks; the medians of interleaved repeats are compared (target <= 1.05x).
+(the history copied for the hooks, as the kernel's payloads are snapshots) and the call context set.
+Both rows run the very same callbacks; the medians of interleaved repeats are compared (target <= 1.05x).
 
 Usage: ``python tests/benchmarks/bench_host_session.py [--quick]``; ``bench_host_session(quick)`` returns
 the figures for another script.
@@ -47,7 +47,8 @@ def _home(root: Path) -> Path:
         folder = root / "plugins" / f"p{i:02d}"
         folder.mkdir(parents=True)
         (folder / "plugin.yaml").write_text(f"name: p{i:02d}\nversion: '1.0'\n", encoding="utf-8")
-        (folder / "__init__.py").write_text(textwrap.dedent(PLUGIN.format(name=f"p{i:02d}")), encoding="utf-8")
+        code = textwrap.dedent(PLUGIN.format(name=f"p{i:02d}"))
+        (folder / "__init__.py").write_text(code, encoding="utf-8")
     return root
 
 
