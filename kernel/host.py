@@ -34,7 +34,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import copy
+import functools
 import inspect
 import os
 import time
@@ -211,8 +213,8 @@ class HostSession:
     async def abegin_turn(
         self, user_message: str, *, history: list[dict[str, Any]] | None = None
     ) -> HostTurn:
-        """As :meth:`begin_turn`, for async hosts."""
-        return await self._run_async(self._begin(user_message, history))
+        """As :meth:`begin_turn`, for async hosts (see :meth:`_arun`)."""
+        return await self._arun(self._begin(user_message, history), _BEGIN_HOOKS, begins=True)
 
     def dispatch(self, name: str, args: Any = None, *, tool_call_id: str | None = None) -> str:
         """Run tool ``name`` through the kernel's pipeline with this session's ids; a JSON string."""
@@ -247,8 +249,9 @@ class HostSession:
         interrupted: bool = False,
         error: BaseException | str | None = None,
     ) -> str:
-        """As :meth:`end_turn`, for async hosts."""
-        return await self._run_async(self._end(assistant_response, history, completed, interrupted, error))
+        """As :meth:`end_turn`, for async hosts (see :meth:`_arun`)."""
+        steps = self._end(assistant_response, history, completed, interrupted, error)
+        return await self._arun(steps, _END_HOOKS)
 
     def _tool_context(self, tool_call_id: str | None) -> dict[str, Any]:
         context: dict[str, Any] = {"session_id": self.session_id, "task_id": self.task_id}
@@ -681,6 +684,38 @@ class HostSession:
             except StopIteration as stop:
                 return stop.value
 
+    async def _arun(self, steps: _Steps, hooks: tuple[str, ...], *, begins: bool = False) -> Any:
+        """Carry ``steps`` out for an async host.
+
+        While none of ``hooks`` (the hooks the steps may fire) has an async
+        callback, all the steps run on one worker thread, as :meth:`_run_sync`
+        runs them: a turn's beginning or end costs one thread hop, and nothing
+        stalls the caller's loop.  A cancellation then lets the steps finish
+        (a thread cannot be stopped midway), ends a turn they began as
+        interrupted, and goes on.  Otherwise each step runs as
+        :meth:`_run_async` runs it, async callbacks awaited on this loop.
+        """
+        k = self.kernel
+        if any(k.has_async_callbacks(name) for name in hooks):
+            return await self._run_async(steps)
+        loop = asyncio.get_running_loop()
+        context = contextvars.copy_context()
+        future = loop.run_in_executor(None, context.run, self._run_sync, steps)
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            turn = await _settled(future)
+            if begins and turn is not None and self.turn is turn:
+                end = functools.partial(
+                    self.end_turn,
+                    "",
+                    completed=False,
+                    interrupted=True,
+                    error="the host's task was cancelled",
+                )
+                await _settled(loop.run_in_executor(None, context.run, end))
+            raise
+
     async def _run_async(self, steps: _Steps) -> Any:
         k = self.kernel
         with k.tools.call_context(
@@ -704,6 +739,19 @@ class HostSession:
                         step = steps.send(answer)
             except StopIteration as stop:
                 return stop.value
+
+
+#: The hooks the steps of a turn's beginning and of its end may fire (see :meth:`HostSession._arun`).
+_BEGIN_HOOKS = ("on_session_start", "pre_llm_call", "on_session_end")
+_END_HOOKS = ("post_llm_call", "transform_llm_output", "on_session_end")
+
+
+async def _settled(future: asyncio.Future[Any]) -> Any:
+    """What ``future`` gives once done (``None`` if it failed), waiting through further cancellations."""
+    while not future.done():
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.shield(future)
+    return None if future.cancelled() or future.exception() is not None else future.result()
 
 
 # -- helpers shared with the reference loop --------------------------------------------

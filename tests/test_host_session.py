@@ -548,3 +548,94 @@ def register(ctx):
     assert "the replacement" in answers and 42 not in answers
     # The callback whose answer could not be read is disabled, as a raising hook is.
     assert any(cb.error for cb in k.hook_callbacks("transform_llm_output") if cb.plugin == "answers")
+
+
+def test_an_async_turn_of_sync_hooks_runs_off_the_loop_in_one_hop(
+    home: Path, kernel: Callable[..., Kernel]
+) -> None:
+    """With no async callback among the turn's hooks, ``abegin_turn`` runs its steps on one worker thread
+    and in one context, as the sync turn does: what ``on_session_start`` sets, ``pre_llm_call`` sees."""
+    write_plugin(
+        home / "plugins",
+        "probe",
+        """
+import contextvars, threading, hook_sink
+
+MARK = contextvars.ContextVar("probe_mark", default="unset")
+
+def start(**kw):
+    hook_sink.calls.append(("probe", "start", threading.get_ident()))
+    MARK.set("set at session start")
+
+def context(**kw):
+    hook_sink.calls.append(("probe", "context", threading.get_ident(), MARK.get()))
+    return "probe context"
+
+def register(ctx):
+    ctx.register_hook("on_session_start", start)
+    ctx.register_hook("pre_llm_call", context)
+""",
+    )
+    k = kernel()
+    import hook_sink
+
+    async def main() -> tuple[int, str]:
+        session = HostSession(k)
+        turn = await session.abegin_turn("hello")
+        await session.aend_turn("ok")
+        session.close()
+        return threading.get_ident(), turn.context
+
+    loop_thread, context = asyncio.run(main())
+    assert "probe context" in context
+    probe = [c for c in hook_sink.calls if c[0] == "probe"]
+    (_, _, start_thread), (_, _, context_thread, mark) = probe
+    assert start_thread == context_thread != loop_thread
+    assert mark == "set at session start"
+
+
+def test_a_cancelled_async_turn_of_sync_hooks_is_ended_interrupted(
+    home: Path, kernel: Callable[..., Kernel]
+) -> None:
+    """Cancelling ``abegin_turn`` while a sync hook runs on the worker: the hook finishes (a thread cannot
+    be stopped), the turn it began is ended as interrupted, the caller gets the cancellation, and the
+    session takes its next turn."""
+    write_plugin(
+        home / "plugins",
+        "slow",
+        """
+import hook_sink
+
+def context(**kw):
+    hook_sink.entered.set()
+    hook_sink.release.wait(60)
+    return "slow context"
+
+def register(ctx):
+    ctx.register_hook("pre_llm_call", context)
+""",
+    )
+    k = kernel()
+    recorder = HookRecorder().attach(k)
+    session = HostSession(k)
+    import hook_sink
+
+    hook_sink.entered, hook_sink.release = threading.Event(), threading.Event()
+
+    async def main() -> None:
+        task = asyncio.create_task(session.abegin_turn("hello"))
+        await asyncio.to_thread(hook_sink.entered.wait, 60)
+        task.cancel()
+        await asyncio.sleep(0)
+        hook_sink.release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    assert session.turn is None
+    ends = [(e["completed"], e["interrupted"]) for e in recorder.of("on_session_end")]
+    assert ends == [(False, True)]
+    k.unregister("slow")
+    session.begin_turn("next")
+    assert session.end_turn("fine") == "FINE"
+    session.close()

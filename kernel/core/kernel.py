@@ -471,6 +471,12 @@ class Kernel(Loader):
     def _merge_pairs(self, pairs: list[tuple[Callback, Any]]) -> str:
         return merge_context([p for p in self._hooks.read(pairs, context_text) if p is not None])
 
+    def has_async_callbacks(self, hook_name: str) -> bool:
+        """Whether a live callback of ``hook_name`` is a coroutine function: an async host awaits such a
+        hook on its own loop (:meth:`ainvoke_hook`) and may call any other from a worker thread."""
+        chain = self._hooks.chains.get(hook_name)
+        return chain is not None and any(cb.is_async for cb in chain.callbacks)
+
     def has_callbacks(self, hook_name: str) -> bool:
         """Whether calling ``hook_name`` now would reach anything (a live callback, a wrapper, a monitor,
         a historic hook's record): a caller may skip building costly arguments (copies) for a hook
