@@ -40,7 +40,7 @@ import functools
 import inspect
 import os
 import time
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -170,14 +170,12 @@ class HostSession:
         transcript (each turn's user message and reply)."""
         return self._history if self._history is not None else self._transcript
 
-    @contextlib.contextmanager
-    def call_context(self) -> Iterator[dict[str, Any]]:
+    def call_context(self) -> contextlib.AbstractContextManager[dict[str, Any]]:
         """Make this session (and its turn) the call in progress for what runs inside: hooks, tools,
         ``ctx.inject_message``."""
-        with self.kernel.tools.call_context(
+        return self.kernel.tools.call_context(
             session_id=self.session_id, task_id=self.task_id, turn_id=self.turn_id or None
-        ) as context:
-            yield context
+        )
 
     def memory(self) -> Any:
         """The active memory provider (``None`` when none is configured or it cannot be had)."""
@@ -669,9 +667,7 @@ class HostSession:
         return call_quietly(k, step.event, step.fn, *step.args, **kwargs)
 
     def _run_sync(self, steps: _Steps) -> Any:
-        with self.kernel.tools.call_context(
-            session_id=self.session_id, task_id=self.task_id, turn_id=self.turn_id or None
-        ):
+        with self.call_context():
             try:
                 step = next(steps)
                 while True:
@@ -718,9 +714,7 @@ class HostSession:
 
     async def _run_async(self, steps: _Steps) -> Any:
         k = self.kernel
-        with k.tools.call_context(
-            session_id=self.session_id, task_id=self.task_id, turn_id=self.turn_id or None
-        ):
+        with self.call_context():
             try:
                 step = next(steps)
                 while True:

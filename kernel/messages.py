@@ -56,14 +56,7 @@ class Inbox:
         """``session`` is gone: it leaves the routing and what was queued for it is dropped."""
         with self._lock:
             self._open.discard(session)
-            sid = getattr(session, "session_id", None)
-            self._queued = [(t, m) for t, m in self._queued if t != sid]
-
-    @property
-    def open_sessions(self) -> int:
-        """How many sessions are open now."""
-        with self._lock:
-            return len(self._open)
+        self.drop(session.session_id)
 
     def put(
         self, content: str, role: str = "user", *, plugin: str = "host", session_id: str | None = None

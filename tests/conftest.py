@@ -55,6 +55,18 @@ _ENV_TO_CLEAR = (
 )
 
 
+#: The hooks a framework adapter fires around one run with a tool call, in order (tests/test_integration_*).
+TURN_HOOKS = (
+    "on_session_start",
+    "pre_llm_call",
+    "pre_tool_call",
+    "post_tool_call",
+    "post_llm_call",
+    "transform_llm_output",
+    "on_session_end",
+)
+
+
 @pytest.fixture(autouse=True)
 def sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A fresh HOME and working directory; no HERMES_* variable leaks in from the machine."""

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, run_probe
+from conftest import REPO, TURN_HOOKS, run_probe
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import BaseTool
@@ -76,16 +76,7 @@ def seen(messages: list[BaseMessage]) -> list[tuple[str, Any]]:
 
 # -- the plugins ------------------------------------------------------------------------
 
-HOOKS = (
-    "on_session_start",
-    "pre_llm_call",
-    "pre_tool_call",
-    "post_tool_call",
-    "post_llm_call",
-    "transform_llm_output",
-    "on_session_end",
-    "on_session_finalize",
-)
+HOOKS = (*TURN_HOOKS, "on_session_finalize")
 
 # Records every hook of HOOKS as (plugin, hook, kwargs); its pre_llm_call adds a context.
 RECORDER = """

@@ -25,7 +25,7 @@ from agents import Agent, FunctionTool, RunConfig
 from agents.items import ModelResponse
 from agents.models.interface import Model
 from agents.usage import Usage
-from conftest import REPO, write_plugin
+from conftest import REPO, TURN_HOOKS, write_plugin
 from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
 
 from kernel import Kernel
@@ -38,15 +38,7 @@ OFFLINE = RunConfig(tracing_disabled=True)
 #: A safety net for the waits on events: a run that never gets there fails instead of hanging.
 DEADLINE = 60
 
-HOOKS = (
-    "on_session_start",
-    "pre_llm_call",
-    "pre_tool_call",
-    "post_tool_call",
-    "post_llm_call",
-    "transform_llm_output",
-    "on_session_end",
-)
+HOOKS = TURN_HOOKS
 
 # Records every turn hook as (plugin, hook, kwargs); its pre_llm_call gives a context naming the session.
 RECORDER = """

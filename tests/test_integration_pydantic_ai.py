@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import agent_log, cli_env, run_probe
+from conftest import TURN_HOOKS, agent_log, cli_env, run_probe
 from pydantic_ai import Agent
 from pydantic_ai.messages import (
     ModelMessage,
@@ -38,15 +38,7 @@ from kernel.integrations.pydantic_ai import HermesCapability, hermes_toolset
 from kernel.providers import ChatResult, ToolCall, Usage
 from kernel.testing import HookRecorder
 
-HOOKS = (
-    "on_session_start",
-    "pre_llm_call",
-    "pre_tool_call",
-    "post_tool_call",
-    "post_llm_call",
-    "transform_llm_output",
-    "on_session_end",
-)
+HOOKS = TURN_HOOKS
 
 # Both record every hook they get; a_plugin also owns the tools and the guard, b_plugin the transform.
 # b_plugin is written first: the order the hooks fire in is the plugins' alphabetical one.

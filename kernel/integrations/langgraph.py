@@ -22,7 +22,6 @@ the kernel's pipeline (guards, ``pre_tool_call``, ``post_tool_call``,
 from __future__ import annotations
 
 import asyncio
-import json
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextvars import ContextVar
@@ -48,6 +47,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess witho
     ) from exc
 
 from ..host import HostSession
+from ..tools import is_error_result
 from . import host_model
 
 if TYPE_CHECKING:
@@ -109,18 +109,10 @@ def _running(default: HostSession) -> HostSession:
     return _RUNNING.get() or default
 
 
-def _is_error(text: str) -> bool:
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return False
-    return isinstance(value, dict) and "error" in value
-
-
 def _tool_output(name: str, text: str, call_id: str | None) -> Any:
     if call_id is None:
         return text
-    status = "error" if _is_error(text) else "success"
+    status = "error" if is_error_result(text) else "success"
     return ToolMessage(content=text, tool_call_id=call_id, name=name, status=status)
 
 

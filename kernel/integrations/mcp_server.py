@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import logging
 import os
 import queue
@@ -47,6 +46,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 from ..core.markers import __version__
 from ..host import HostSession
+from ..tools import is_error_result
 
 if TYPE_CHECKING:
     from ..core.kernel import Kernel
@@ -97,7 +97,7 @@ class _Tools:
         with anyio.CancelScope(shield=True):
             result = await self.session.adispatch(name, args, tool_call_id=str(request_id))
         return types.CallToolResult(
-            content=[types.TextContent(type="text", text=result)], isError=_is_error(result)
+            content=[types.TextContent(type="text", text=result)], isError=is_error_result(result)
         )
 
 
@@ -108,17 +108,6 @@ def _tool(function: dict[str, Any]) -> types.Tool:
         description=function.get("description") or None,
         inputSchema=parameters if isinstance(parameters, dict) else {"type": "object", "properties": {}},
     )
-
-
-def _is_error(result: str) -> bool:
-    """Whether a tool result (the kernel's JSON string) is an error object: a dict with an ``"error"`` key."""
-    if '"error"' not in result:
-        return False
-    try:
-        value = json.loads(result)
-    except ValueError:
-        return False
-    return isinstance(value, dict) and "error" in value
 
 
 class _Arguments(ObjectReceiveStream[Any]):

@@ -69,6 +69,11 @@ class HostModel(MiddlewareCalls):
         )
 
     def _failure(self, exc: BaseException) -> ProviderError:
+        """``exc`` as the :class:`ProviderError` it reaches callers as; Ctrl-C and cancellations go on."""
+        if propagates(exc):
+            raise exc
+        if isinstance(exc, ProviderError):
+            return exc
         return ProviderError(
             f"the host's model failed: {describe(exc)}", provider=self.provider, model=self.model
         )
@@ -79,10 +84,10 @@ class HostModel(MiddlewareCalls):
         try:
             result = _checked(self.transport.complete(messages, **kwargs), self)
         except BaseException as exc:
-            if propagates(exc):
-                raise
-            error = exc if isinstance(exc, ProviderError) else self._failure(exc)
+            error = self._failure(exc)
             fire(self.hooks, call.error(str(error), error.status_code, 1))
+            if error is exc:
+                raise
             raise error from exc
         fire(self.hooks, call.post(result))
         return result
@@ -98,10 +103,10 @@ class HostModel(MiddlewareCalls):
                 answer = await asyncio.to_thread(self.transport.complete, messages, **kwargs)
             result = _checked(answer, self)
         except BaseException as exc:
-            if propagates(exc):
-                raise
-            error = exc if isinstance(exc, ProviderError) else self._failure(exc)
+            error = self._failure(exc)
             await afire(self.hooks, call.error(str(error), error.status_code, 1))
+            if error is exc:
+                raise
             raise error from exc
         await afire(self.hooks, call.post(result))
         return result

@@ -186,6 +186,18 @@ def error_json(message: str, **extra: Any) -> str:
     return json.dumps({"error": message, **extra}, ensure_ascii=False, default=str)
 
 
+def is_error_result(result: str) -> bool:
+    """Whether a tool result (the pipeline's JSON string) is an error object, as :func:`error_json` makes
+    and as handlers report failures: a JSON object with an ``"error"`` key."""
+    if '"error"' not in result or not result.lstrip().startswith("{"):
+        return False
+    try:
+        value = load_json(result, "a tool result")  # bounded: a handler's text may nest without end
+    except ValueError:  # invalid JSON, or DataRefused
+        return False
+    return isinstance(value, dict) and "error" in value
+
+
 _CALL_KERNEL: ContextVar[Any] = ContextVar("hermes_kernel_call_kernel", default=None)
 # The event loop of the adispatch caller: a coroutine handler is awaited there, not on the kernel's loop.
 _CALLER_LOOP: ContextVar[asyncio.AbstractEventLoop | None] = ContextVar(

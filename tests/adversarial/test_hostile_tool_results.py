@@ -58,3 +58,19 @@ def test_a_hostile_envelope_is_an_error_result_and_the_tool_stays(
         assert "disabled" in fine["error"] and "cannot be shown" in fine["error"]
     else:
         assert fine["content"][0]["text"] == "fine"  # the tool still works afterwards
+
+
+def test_is_error_result_reads_only_a_json_object_with_an_error_key_and_never_raises() -> None:
+    """What the MCP server's ``isError`` and the LangGraph tool message's status are made from: a
+    handler's text may be anything — deeply nested, huge, not JSON — and is never an error by accident."""
+    from kernel.tools import error_json, is_error_result
+
+    assert is_error_result(error_json("blocked"))
+    assert is_error_result(' {"error": null, "detail": 1}')
+    assert not is_error_result('{"result": "the word \\"error\\" inside"}')
+    assert not is_error_result('["error"]')
+    assert not is_error_result('{"error": ')  # broken JSON
+    assert not is_error_result("plain text with \"error\"")
+    # Too deep to read within the kernel's JSON bounds: not reported as an error, and no RecursionError.
+    deep = '{"error": ' + "[" * 200_000 + "]" * 200_000 + "}"
+    assert not is_error_result(deep)
