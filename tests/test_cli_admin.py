@@ -1091,10 +1091,14 @@ def test_logs_prints_the_last_lines_from_a_level_up(home, env):
         "  ValueError: boom",
         "disk_full",
     ]
+    # -n counts records: a traceback's lines go with the record above them.
     assert ok(run(env, "logs", "--level", "ERROR", "-n", "2")).stdout.splitlines() == [
+        "2026-01-01T00:00:04.000000Z [error    ] hook_failed plugin=c",
+        "Traceback (most recent call last):",
         "  ValueError: boom",
         "2026-01-01T00:00:06.000000Z [critical ] disk_full",
     ]
+    assert ok(run(env, "logs", "-n", "1")).stdout == "2026-01-01T00:00:06.000000Z [critical ] disk_full\n"
     assert ok(run(env, "logs", "-n", "0")).stdout == ""
     records = [
         json.loads(line) for line in ok(run(env, "logs", "--json", "--level", "warn")).stdout.splitlines()
@@ -1102,10 +1106,9 @@ def test_logs_prints_the_last_lines_from_a_level_up(home, env):
     assert [(r["level"], r["event"]) for r in records] == [
         ("warning", "plugin_missing_env"),
         ("error", "hook_failed"),
-        ("error", None),
-        ("error", None),
         ("critical", "disk_full"),
     ]
+    assert records[1]["text"].splitlines()[1:] == ["Traceback (most recent call last):", "  ValueError: boom"]
 
 
 def test_logs_argument_errors(home, env):

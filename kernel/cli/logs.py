@@ -1,4 +1,4 @@
-"""``hermes-kernel logs``: the lines of ``<home>/logs/agent.log``, filtered, followed."""
+"""``hermes-kernel logs``: the records of ``<home>/logs/agent.log``, filtered, followed."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..core.log import RECORD_HEAD
 from . import output
 
 if TYPE_CHECKING:
@@ -20,8 +21,10 @@ if TYPE_CHECKING:
 
 LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50}
 LEVEL_ALIASES = {"warn": "warning", "fatal": "critical", "exception": "error"}
-# A record of <home>/logs/agent.log: ``2026-01-02T03:04:05.678Z [warning  ] event key=value``.
-LOG_LINE = re.compile(r"^(?P<time>\S+)\s+\[(?P<level>[A-Za-z]+)\s*\]\s?(?P<rest>.*)$")
+# The first line of a record of <home>/logs/agent.log: ``2026-01-02T03:04:05.678Z [warning  ] event k=v``.
+LOG_LINE = RECORD_HEAD
+#: A record longer than this (lines) shows its first ones and the number left out.
+RECORD_LINE_LIMIT = 2000
 # After the event: the logger's name in brackets (``[hermes_kernel.k1]``), then the ``key=value`` fields.
 _LOGGER = re.compile(r" \[(?P<logger>[\w.-]+)\](?= |$)")
 _KEY = re.compile(r"(?<![^ ])([A-Za-z_][\w.-]*)=")
@@ -35,9 +38,10 @@ def add_commands(commands: Any) -> None:
     logs = commands.add_parser(
         "logs",
         help="show <home>/logs/agent.log",
-        description="Print the last lines of <home>/logs/agent.log, optionally only from a level up, "
-        "and follow new lines with -f (Ctrl-C stops). The kernel writes warnings and errors there "
-        "(everything with HERMES_PLUGINS_DEBUG=1).",
+        description="Print the last records of <home>/logs/agent.log (a record is a line with its "
+        "traceback or the rest of its message), optionally only from a level up, and follow new ones "
+        "with -f (Ctrl-C stops). The kernel writes warnings and errors there (everything with "
+        "HERMES_PLUGINS_DEBUG=1).",
     )
     logs.add_argument(
         "--level",
@@ -46,10 +50,10 @@ def add_commands(commands: Any) -> None:
         help="the lowest level shown: debug, info, warning, error, critical",
     )
     logs.add_argument(
-        "-n", "--lines", type=_count, default=50, metavar="N", help="how many lines to show (default 50)"
+        "-n", "--lines", type=_count, default=50, metavar="N", help="how many records to show (default 50)"
     )
-    logs.add_argument("-f", "--follow", action="store_true", help="keep printing new lines until Ctrl-C")
-    logs.add_argument("--json", action="store_true", help="print one JSON object per line")
+    logs.add_argument("-f", "--follow", action="store_true", help="keep printing new records until Ctrl-C")
+    logs.add_argument("--json", action="store_true", help="print one JSON object per record")
     logs.set_defaults(handler=logs_command)
 
 
@@ -71,29 +75,69 @@ def _count(text: str) -> int:
 
 
 class _LogFilter:
-    """Keeps the level of the record in progress, so a traceback line goes with its record."""
+    """Groups the lines of agent.log into records and keeps those from the wanted level up.
+
+    A record starts at a line with the timestamp and level the kernel's formatter writes
+    (``kernel.log.RECORD_HEAD``); every other line (a traceback, the rest of a multi-line message)
+    belongs to the record above it.  Lines before the first record form a record of unknown level,
+    which every ``--level`` keeps.  A record longer than :data:`RECORD_LINE_LIMIT` lines keeps its
+    first ones and says how many it left out.
+    """
 
     def __init__(self, minimum: str | None, as_json: bool) -> None:
         self.minimum = LEVELS[minimum] if minimum else 0
         self.as_json = as_json
+        #: The level of the last record started (a line arriving after it was printed keeps it).
         self.level: str | None = None
+        self._lines: list[str] = []
+        self._more = 0
 
-    def __call__(self, line: str) -> str | None:
-        """The text to print for ``line`` (without its newline), or ``None`` when filtered out."""
-        match = LOG_LINE.match(line)
-        if match:
-            self.level = match["level"].lower()
-        level = LEVEL_ALIASES.get(self.level or "", self.level)
-        rank = LEVELS.get(level or "")
+    def feed(self, line: str) -> list[str] | None:
+        """Take one line (without its newline); the record it ended, as printable lines, if any."""
+        if RECORD_HEAD.match(line):
+            done = self.flush()
+            self.level = line_level(line)
+            self._lines = [line]
+            return done
+        if len(self._lines) < RECORD_LINE_LIMIT:
+            self._lines.append(line)
+        else:
+            self._more += 1
+        return None
+
+    def flush(self) -> list[str] | None:
+        """End the record in progress: its printable lines, or ``None`` (none, or below the level)."""
+        lines, more, self._lines, self._more = self._lines, self._more, [], 0
+        if not lines:
+            return None
+        if more:
+            lines.append(f"  [{more} more lines of this record left out]")
+        rank = LEVELS.get(self.level or "")
         if rank is not None and rank < self.minimum:
             return None
         if not self.as_json:
-            return line
-        record: dict[str, Any] = {"time": None, "level": level, "event": None, "logger": None, "fields": {}}
+            return lines
+        record: dict[str, Any] = {
+            "time": None,
+            "level": self.level,
+            "event": None,
+            "logger": None,
+            "fields": {},
+        }
+        match = RECORD_HEAD.match(lines[0])
         if match:
-            record.update(time=match["time"], **parse_record(match["rest"]))
-        record["text"] = line
-        return output.json_safe(json.dumps(record, ensure_ascii=False))
+            record.update(time=match["time"], **parse_record(match["rest"] or ""))
+        record["text"] = "\n".join(lines)
+        return [output.json_safe(json.dumps(record, ensure_ascii=False))]
+
+
+def line_level(line: str) -> str | None:
+    """The level of a record's first line (aliases resolved), ``None`` for any other line."""
+    match = RECORD_HEAD.match(line)
+    if match is None:
+        return None
+    level = match["level"].lower()
+    return LEVEL_ALIASES.get(level, level)
 
 
 def parse_record(rest: str) -> dict[str, Any]:
@@ -171,15 +215,20 @@ def logs_command(args: argparse.Namespace) -> int:
     keep = _LogFilter(args.level, args.json)
     position = 0
     if path.is_file():
-        last: deque[tuple[str, str | None]] = deque(maxlen=args.lines)
+        last: deque[tuple[list[str], str | None]] = deque(maxlen=args.lines)
         with open(path, "rb") as handle:
             for raw in handle:
-                text = keep(raw.decode("utf-8", "replace").rstrip("\r\n"))
-                if text is not None:
-                    last.append((text, keep.level))
+                level = keep.level  # the record a head line ends is the one in progress
+                done = keep.feed(raw.decode("utf-8", "replace").rstrip("\r\n"))
+                if done is not None:
+                    last.append((done, level))
             position = handle.tell()
-        for text, level in last:
-            _show(text, level, keep.as_json)
+        done = keep.flush()
+        if done is not None:
+            last.append((done, keep.level))
+        for lines, level in last:
+            for text in lines:
+                _show(text, level, keep.as_json)
     else:
         print(
             f"No log yet: {path} does not exist. The kernel writes warnings and errors there "
@@ -207,6 +256,11 @@ def _show(text: str, level: str | None, as_json: bool, flush: bool = False) -> N
     sys.stdout.flush()
 
 
+def _show_record(lines: list[str] | None, level: str | None, as_json: bool) -> None:
+    for text in lines or ():
+        _show(text, level, as_json, flush=True)
+
+
 def _follow(path: Path, position: int, keep: _LogFilter) -> None:
     """Print the lines appended to ``path`` until Ctrl-C; starts over when the file is replaced."""
     handle = None
@@ -226,9 +280,10 @@ def _follow(path: Path, position: int, keep: _LogFilter) -> None:
             if chunk:
                 *lines, pending = (pending + chunk).split(b"\n")
                 for raw in lines:
-                    text = keep(raw.decode("utf-8", "replace").rstrip("\r"))
-                    if text is not None:
-                        _show(text, keep.level, keep.as_json, flush=True)
+                    level = keep.level
+                    _show_record(keep.feed(raw.decode("utf-8", "replace").rstrip("\r")), level, keep.as_json)
+                # The kernel writes a record at once: what was read of it is printed now.
+                _show_record(keep.flush(), keep.level, keep.as_json)
                 continue
             time.sleep(FOLLOW_INTERVAL)
             try:

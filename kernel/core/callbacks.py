@@ -66,11 +66,14 @@ def safe_text(fn: Callable[[Any], str], value: Any, limit: int = 500) -> str:
 
 
 def describe(exc: BaseException) -> str:
-    """One line for a failure: ``Type: message``; survives an ``__str__`` that raises."""
+    """One line for a failure: ``Type: message``, the message redacted (``kernel.log.redact_text``);
+    survives an ``__str__`` that raises."""
+    from .log import redact_text
+
     name = type(exc).__name__
     if issubclass(type(exc), SystemExit):
         return f"SystemExit({safe_text(repr, exc.code)})"
-    text = str.strip(safe_text(str, exc))
+    text = redact_text(str.strip(safe_text(str, exc)))
     return f"{name}: {text}" if text else name
 
 

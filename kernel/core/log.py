@@ -16,6 +16,11 @@ Records propagate as any library's do (the ``hermes_kernel`` logger has a
 ``NullHandler``); their message is the event rendered as text, secrets
 redacted and URLs masked, so an embedder's own handlers show them readably.
 
+A traceback is written by :func:`format_traceback` only: file, line, function
+and source line of at most :data:`TRACEBACK_FRAMES` frames, no variable's
+value, its text redacted.  A record's first line matches :data:`RECORD_HEAD`;
+its other lines never do (``hermes-kernel logs`` groups lines by it).
+
 structlog (and the asyncio it imports) is imported with the first record a
 level lets through, not before: a kernel that logs nothing above its level
 (``plugins list`` from the saved list, a quiet embedding) never pays for it.
@@ -24,6 +29,7 @@ level lets through, not before: a kernel that logs nothing above its level
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import logging
 import re
@@ -34,13 +40,24 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import structlog
 
-# Words of a key name that make its value a secret: "api_key", "apiKey", "x-api-key", "accessToken",
-# "clientSecret", "Authorization"... are secret; "input_tokens" and "max_tokens" are not.
+# Words of a key name that make its value a secret, alone or as the end of a longer word ("apitoken",
+# "clientsecret", "dbpassword"): "api_key", "apiKey", "x-api-key", "accessToken", "Authorization"... are
+# secret; "input_tokens", "max_tokens" and "tokenizer" are not.
 _SECRET_WORDS = frozenset(
-    {"token", "secret", "password", "passwd", "passphrase", "authorization", "credential", "credentials"}
-    | {"bearer", "apikey", "cookie"}
+    {"token", "secret", "secrets", "password", "passwords", "passwd", "passphrase", "authorization"}
+    | {"credential", "credentials", "bearer", "apikey", "apikeys", "cookie", "cookies"}
 )
-_SECRET_PAIRS = frozenset({("api", "key"), ("private", "key"), ("access", "key"), ("secret", "key")})
+# "<owner> key": "api key", "private key", "signing key"... ("privatekey" glued too); "key" alone is not.
+_KEY_OWNERS = ("api", "private", "access", "secret", "auth", "signing", "encryption")
+_KEY_WORDS = ("key", "keys")
+_SECRET_ENDINGS = tuple(_SECRET_WORDS) + tuple(o + k for o in _KEY_OWNERS for k in _KEY_WORDS)
+# "tokens" counts model tokens, unless a kind of credential precedes it ("refresh_tokens", "accesstokens").
+_TOKEN_KINDS = ("access", "refresh", "auth", "api", "bearer", "session", "oauth", "csrf", "bot", "client")
+# A secret word followed by one of these names a property of the secret, not the secret: "token_count".
+_ABOUT = frozenset(
+    {"count", "counts", "limit", "limits", "usage", "budget", "length", "len", "size", "type", "types"}
+    | {"ttl", "expiry", "expires", "expiration", "url", "uri", "endpoint"}
+)
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _WORD_BREAK = re.compile(r"[^a-z0-9]+")
 
@@ -48,21 +65,50 @@ _WORD_BREAK = re.compile(r"[^a-z0-9]+")
 def is_secret_key(name: Any) -> bool:
     """Whether a key (of a log field, a mapping, an environment variable) names a secret.
 
-    The name is split into words at separators and camelCase humps; it is a
-    secret when one word is (``token``, ``secret``, ``password``,
-    ``authorization``...) or two adjacent words are (``api key``, ``private
-    key``, ``access key``).
+    The name is split into words at separators and camelCase humps, in any
+    case, trailing digits dropped.  It is a secret when a word is or ends with
+    a secret word (``token``, ``secret``, ``password``, ``authorization``...:
+    ``auth_token``, ``apitoken``, ``CLIENTSECRET``), ends with a kind of key
+    (``apikey``, ``privatekey``) or is ``key`` after such an owner (``api key``,
+    ``private key``, ``access key``), or is ``tokens`` after a kind of
+    credential (``refresh_tokens``) -- unless the next word names a property
+    of it (``token_count``, ``token_url``).  ``input_tokens``, ``max_tokens``,
+    ``tokenizer`` and ``keyboard`` are not secrets.
     """
-    words = [w for w in _WORD_BREAK.split(_CAMEL.sub("_", str(name)).lower()) if w]
-    if any(w in _SECRET_WORDS for w in words):
+    text = str(name)
+    return _cached_secret_name(text) if len(text) <= 200 else _is_secret_name(text)
+
+
+def _is_secret_name(name: str) -> bool:
+    words = [w.rstrip("0123456789") for w in _WORD_BREAK.split(_CAMEL.sub("_", name).lower())]
+    words = [w for w in words if w]
+    for index, word in enumerate(words):
+        before = words[index - 1] if index else ""
+        if not (
+            word.endswith(_SECRET_ENDINGS)
+            or (word in _KEY_WORDS and before.endswith(_KEY_OWNERS))
+            or (word.endswith("tokens") and (word[:-6] or before).endswith(_TOKEN_KINDS))
+        ):
+            continue
+        if index + 1 < len(words) and words[index + 1] in _ABOUT:
+            continue
         return True
-    return any(pair in _SECRET_PAIRS for pair in itertools.pairwise(words))
+    return False
+
+
+_cached_secret_name = functools.lru_cache(maxsize=4096)(_is_secret_name)
+
+
+#: How deep :func:`redacted` looks into nested mappings and lists; a deeper one is replaced by a marker.
+REDACT_DEPTH = 20
+_TOO_DEEP = "<nested too deep: not shown>"
 
 
 def redacted(value: Any, depth: int = 0) -> Any:
-    """``value`` with the values of secret-named keys replaced, in nested mappings and lists too."""
-    if depth > 20:
-        return value
+    """``value`` with the values of secret-named keys replaced, in nested mappings and lists too; a
+    mapping or list nested deeper than :data:`REDACT_DEPTH` is replaced whole by a marker."""
+    if isinstance(value, dict | list | tuple) and depth > REDACT_DEPTH:
+        return _TOO_DEEP
     if isinstance(value, dict):
         return {
             k: (_REDACTED if is_secret_key(k) and v not in (None, "") else redacted(v, depth + 1))
@@ -112,6 +158,49 @@ def mask_urls(text: str) -> str:
     return _URL.sub(lambda match: mask_url(match.group()), text) if "://" in text else text
 
 
+# ``name=value``, ``name: 'value'``, ``"name": "value"`` in free text.  Only the name and its sign are
+# matched, so that the value of a name that is not secret is searched too ("Error: token=abc").
+_NAME_SIGN = re.compile(r"""(?P<q>["']?)(?P<name>[A-Za-z_][\w.-]*)(?P=q)(?P<sep>[ \t]*[=:][ \t]*)""")
+# A value: quoted, or running to a space or punctuation (``Bearer``/``Basic`` and what follows together).
+_VALUE = re.compile(
+    r""""[^"\n]*"|'[^'\n]*'|(?:(?:bearer|basic|token)[ \t]+)?[^\s,;&'"()\[\]{}<>]+""", re.IGNORECASE
+)
+_BEARER = re.compile(r"\b(?P<scheme>bearer|basic)(?P<space>[ \t]+)[A-Za-z0-9._~+/=-]{8,}", re.IGNORECASE)
+
+
+def _hide_values(text: str) -> str:
+    out: list[str] = []
+    pos = 0
+    for match in _NAME_SIGN.finditer(text):
+        if match.start() < pos or not is_secret_key(match["name"]):
+            continue
+        value = _VALUE.match(text, match.end())
+        if value is None:
+            continue
+        shown = value.group()
+        quoted = shown[:1] in "'\"" and len(shown) >= 2
+        if shown in ("''", '""', _REDACTED) or (
+            # "api_key: not set" is prose; "api_key: sk-abc123" or a long opaque word is not.
+            ":" in match["sep"]
+            and not quoted
+            and not (any(c.isdigit() for c in shown) or len(shown) >= 16 or " " in shown)
+        ):
+            continue
+        out += [text[pos : value.start()], f"{shown[0]}{_REDACTED}{shown[0]}" if quoted else _REDACTED]
+        pos = value.end()
+    return "".join([*out, text[pos:]]) if out else text
+
+
+def redact_text(text: str) -> str:
+    """``text`` (an exception's message, a log line's text) without the secrets it spells out: URLs
+    masked (:func:`mask_url`), the value of every secret-named ``name=value`` / ``"name": "value"``
+    and the credential after ``Bearer`` replaced by ``***``."""
+    text = mask_urls(text)
+    if "=" in text or ":" in text:
+        text = _hide_values(text)
+    return _BEARER.sub(lambda m: f"{m['scheme']}{m['space']}{_REDACTED}", text)
+
+
 # Characters that would steer a terminal (C0 but tab and newline, DEL, C1) or reorder the text shown
 # (bidirectional overrides): shown as escapes, never passed through.
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
@@ -129,10 +218,11 @@ def shown(text: str) -> str:
 
 
 def mask_text_fields(_logger: Any, _method: str, event: dict[str, Any]) -> dict[str, Any]:
-    """Mask the URLs in every text value of an event (the message included) before it is rendered."""
+    """Redact every text value of an event (the message included) before it is rendered: URLs
+    masked and secret-named ``name=value`` pairs hidden (:func:`redact_text`)."""
     for key, value in event.items():
-        if isinstance(value, str) and "://" in value:
-            event[key] = mask_urls(value)
+        if isinstance(value, str):
+            event[key] = redact_text(value)
     return event
 
 
@@ -155,7 +245,13 @@ class _Event(dict):  # type: ignore[type-arg]
 
     def __str__(self) -> str:
         try:
-            event = mask_text_fields(None, "", redact_secrets(None, "", dict(self)))
+            event = dict(self)
+            failure = event.pop("exc_info", None)
+            if isinstance(failure, tuple) and len(failure) == 3:
+                failure = failure[1]
+            if isinstance(failure, BaseException):  # its one line, redacted; the traceback is ours
+                event["exception"] = _exception_line(failure).split("\n", 1)[0]
+            event = mask_text_fields(None, "", redact_secrets(None, "", event))
             pairs = " ".join(f"{k}={v!r}" for k, v in sorted(event.items()) if k not in _META)
             return f"{event.get('event', '')} {pairs}".rstrip()
         except Exception:
@@ -261,6 +357,193 @@ class LazyLogger:
         return getattr(self._bound(), name)
 
 
+#: The frames a traceback shows at most (the innermost); the outer ones are counted, not shown.
+TRACEBACK_FRAMES = 30
+# Exceptions of one chain ("The above exception was the direct cause ...") shown at most.
+_CHAIN_LIMIT = 3
+_SOURCE_LIMIT = 240
+_MESSAGE_LIMIT = 4000
+_MESSAGE_LINES = 20
+_CAUSE = "The above exception was the direct cause of the following exception:"
+_CONTEXT = "During handling of the above exception, another exception occurred:"
+
+
+def format_traceback(exc: Any, limit: int = TRACEBACK_FRAMES) -> str:
+    """The traceback the kernel writes anywhere (log file, stderr, a command's output) for ``exc`` (an
+    exception or an ``exc_info`` tuple): each frame's file, line, function and source line, no
+    variable's value; at most ``limit`` frames (the innermost) with the number left out; the
+    exception's text redacted (:func:`redact_text`) and control characters escaped.  Never raises
+    (but for ``KeyboardInterrupt``), whatever the exception's ``__str__`` does."""
+    if isinstance(exc, tuple):
+        exc = exc[1] if len(exc) > 1 else None
+    if not isinstance(exc, BaseException):
+        return ""
+    try:
+        text = "\n".join(_traceback_lines(exc, max(limit, 1)))
+    except KeyboardInterrupt:
+        raise
+    except BaseException:
+        text = f"{_exception_line(exc)}\n(the rest of this traceback could not be formatted)"
+    return _CONTROL.sub(_escape, redact_text(text))
+
+
+def _traceback_lines(exc: BaseException, limit: int) -> list[str]:
+    chain: list[tuple[BaseException, str]] = []
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    link = ""
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        chain.append((current, link))
+        cause, context = current.__cause__, current.__context__
+        if cause is not None:
+            current, link = cause, _CAUSE
+        elif context is not None and not current.__suppress_context__:
+            current, link = context, _CONTEXT
+        else:
+            current = None
+    lines: list[str] = []
+    if len(chain) > _CHAIN_LIMIT:
+        lines.append(f"({len(chain) - _CHAIN_LIMIT} earlier exceptions of this chain left out)")
+        lines.append("")
+    shown_chain = chain[:_CHAIN_LIMIT]
+    # Oldest first, as Python prints a chain: each one followed by the sentence that links it.
+    for index, (item, _) in enumerate(reversed(shown_chain)):
+        if index:
+            lines += ["", shown_chain[len(shown_chain) - index][1], ""]
+        lines += _one_traceback(item, limit)
+    return lines
+
+
+def _one_traceback(exc: BaseException, limit: int) -> list[str]:
+    import linecache
+    import traceback
+
+    frames = [
+        (frame, lineno)
+        for frame, lineno in traceback.walk_tb(exc.__traceback__)
+        if not frame.f_code.co_filename.startswith("<frozen importlib")
+    ]
+    # A run of the same frame (a recursion) is shown three times and counted: [frame, lineno, repeats].
+    entries: list[list[Any]] = []
+    run = 0
+    for frame, lineno in frames:
+        where = (frame.f_code, lineno)
+        run = run + 1 if entries and (entries[-1][0].f_code, entries[-1][1]) == where else 1
+        if run > 3:
+            entries[-1][2] += 1
+        else:
+            entries.append([frame, lineno, 0])
+    kept = entries[-limit:]
+    lines: list[str] = []
+    if frames:
+        left_out = len(frames) - sum(1 + repeats for _, _, repeats in kept)
+        head = "Traceback (most recent call last):"
+        if left_out:
+            head += f" [{left_out} outer frames left out]"
+        lines.append(head)
+    for frame, lineno, repeats in kept:
+        code = frame.f_code
+        filename = code.co_filename
+        lines.append(f'  File "{filename}", line {lineno}, in {getattr(code, "co_qualname", code.co_name)}')
+        try:
+            source = linecache.getline(filename, lineno or 0, frame.f_globals).strip()
+        except Exception:
+            source = ""
+        if source:
+            lines.append("    " + _clip(source, _SOURCE_LIMIT))
+        if repeats:
+            lines.append(f"  [the frame above repeated {repeats} more times]")
+    if isinstance(exc, SyntaxError) and exc.filename:
+        lines.append(f'  File "{exc.filename}", line {exc.lineno}')
+        if isinstance(exc.text, str) and exc.text.strip():
+            lines.append("    " + _clip(exc.text.strip(), _SOURCE_LIMIT))
+    lines += _exception_line(exc).split("\n")
+    notes = _safe(lambda: getattr(exc, "__notes__", None), None)
+    if isinstance(notes, list):
+        lines += [_clip(note, _SOURCE_LIMIT) for note in notes[:10] if isinstance(note, str)]
+    members = _safe(lambda: getattr(exc, "exceptions", None), None)
+    if isinstance(exc, BaseExceptionGroup) and isinstance(members, tuple):
+        for number, member in enumerate(members[:10], 1):
+            lines.append(f"  +-- {number}: {_exception_line(member).splitlines()[0]}")
+        if len(members) > 10:
+            lines.append(f"  +-- ... and {len(members) - 10} more")
+    return lines
+
+
+def _exception_line(exc: BaseException) -> str:
+    """``module.Type: text`` (builtins without their module), bounded; survives a raising ``__str__``."""
+    cls = type(exc)
+    name = _safe(lambda: cls.__qualname__, cls.__name__)
+    module = _safe(lambda: cls.__module__, None)
+    if isinstance(module, str) and module not in ("builtins", "__main__"):
+        name = f"{module}.{name}"
+    text = _safe(lambda: str(exc), None)
+    if not isinstance(text, str):
+        text = f"<str() of {cls.__name__} failed>"
+    text = text.strip()
+    if len(text) > _MESSAGE_LIMIT:
+        text = f"{text[:_MESSAGE_LIMIT]}… ({len(text) - _MESSAGE_LIMIT} characters left out)"
+    if text.count("\n") >= _MESSAGE_LINES:
+        kept_lines = text.split("\n")
+        text = "\n".join(
+            [*kept_lines[:_MESSAGE_LINES], f"… ({len(kept_lines) - _MESSAGE_LINES} lines left out)"]
+        )
+    return f"{name}: {text}" if text else name
+
+
+def _safe(get: Any, default: Any) -> Any:
+    try:
+        return get()
+    except KeyboardInterrupt:
+        raise
+    except BaseException:
+        return default
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _write_traceback(sio: Any, exc_info: Any) -> None:
+    """structlog's ``exception_formatter``: :func:`format_traceback` under the record's first line."""
+    sio.write("\n" + format_traceback(exc_info))
+
+
+#: The first line of a record in agent.log (``2026-01-02T03:04:05.678901Z [warning  ] event ...``);
+#: any other line is a continuation of the record above it (a traceback, a multi-line message).
+#: The formatter indents a continuation line that would match, so a message cannot forge a record.
+RECORD_HEAD = re.compile(
+    r"^(?P<time>\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})?) "
+    r"\[(?P<level>[A-Za-z]+) *\](?: (?P<rest>.*))?$"
+)
+
+
+def _fence(text: str) -> str:
+    """``text`` (one rendered record) with control characters escaped and no continuation line that
+    reads as the first line of a record."""
+    text = _CONTROL.sub(_escape, text)
+    if "\n" not in text:
+        return text
+    head, *rest = text.split("\n")
+    return "\n".join([head, *("  " + line if RECORD_HEAD.match(line) else line for line in rest)])
+
+
+def _unrendered(record: logging.LogRecord, problem: BaseException) -> str:
+    """The line written for a record the formatter could not render (a field whose ``repr`` raises)."""
+    from datetime import UTC, datetime
+
+    msg = record.msg
+    event = dict.get(msg, "event") if isinstance(msg, dict) else msg
+    event = redact_text(str.__str__(event)) if isinstance(event, str) else type(event).__name__
+    stamp = datetime.fromtimestamp(record.created, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    level = record.levelname.lower()
+    return (
+        f"{stamp} [{level:<9}] {event} [{record.name}] "
+        f"unrendered='this record could not be rendered ({type(problem).__name__})'"
+    )
+
+
 class _LazyFormatter(logging.Formatter):
     """structlog's ``ProcessorFormatter`` for the kernel's handlers, built with the first record."""
 
@@ -277,11 +560,17 @@ class _LazyFormatter(logging.Formatter):
                     structlog.stdlib.ProcessorFormatter.remove_processors_meta,
                     redact_secrets,
                     mask_text_fields,
-                    structlog.dev.ConsoleRenderer(colors=False, pad_event_to=0),
+                    structlog.dev.ConsoleRenderer(
+                        colors=False, pad_event_to=0, exception_formatter=_write_traceback
+                    ),
                 ],
                 foreign_pre_chain=_pre_chain(),
             )
-        return self._real.format(record)
+        try:
+            text = self._real.format(record)
+        except Exception as exc:  # e.g. a field whose repr() raises: logging's own report would dump it
+            text = _unrendered(record, exc)
+        return _fence(text)
 
 
 class _LazyFileHandler(logging.FileHandler):
