@@ -318,3 +318,37 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
 
     with RedisServer(tmp_path_factory.mktemp("redis")) as server:
         yield server
+
+
+@pytest.fixture
+def marks(tmp_path: Path) -> Path:
+    """A folder where test plugins leave a file to show that their code ran."""
+    path = tmp_path / "marks"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def irc_spec(tmp_path: Path) -> Iterator[Any]:
+    """The IRC platform of a kernel with the checkout's bundled plugins."""
+    home = tmp_path / "hermes"  # its log: <tmp_path>/hermes/logs/agent.log
+    home.mkdir(exist_ok=True)
+    with Kernel(home=home) as k:
+        k.load()
+        yield k.platforms.get("irc")
+
+
+def echo_bot(spec: Any, **config: Any) -> Any:
+    """An adapter from the irc plugin's factory with ``config``, answering ``echo: <text>`` and
+    recording each event in ``bot.events``."""
+    from kernel.gateway import MessageEvent, PlatformConfig
+
+    bot = spec.adapter_factory(PlatformConfig.from_dict({"enabled": True, "server": "127.0.0.1", **config}))
+    bot.events = []
+
+    def handler(event: MessageEvent) -> str:
+        bot.events.append(event)
+        return f"echo: {event.text}"
+
+    bot.set_message_handler(handler)
+    return bot

@@ -109,13 +109,6 @@ def count(marks: Path, tag: str, what: str = "register") -> int:
 
 
 @pytest.fixture
-def marks(tmp_path: Path) -> Path:
-    path = tmp_path / "marks"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
 def user_root(home: Path) -> Path:
     return home / "plugins"
 

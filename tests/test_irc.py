@@ -28,14 +28,14 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import CLI, DEBS, cli_env, find_program
+from conftest import CLI, DEBS, cli_env, echo_bot, find_program
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
 
 from kernel import Kernel
-from kernel.gateway import MessageEvent, PlatformConfig, SendResult
+from kernel.gateway import PlatformConfig, SendResult
 from kernel.testing import write_script
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "irc"
@@ -283,25 +283,8 @@ def make_bot(kernel: Kernel) -> Callable[..., Any]:
     spec = kernel.platforms.get("irc")
 
     def make(port: int, **settings: Any) -> Any:
-        config = {
-            "enabled": True,
-            "server": "127.0.0.1",
-            "port": port,
-            "password": PASSWORD,
-            "nick": "hermesbot",
-            "channels": [CHANNEL],
-            "ping_interval": 300,
-            **settings,
-        }
-        bot = spec.adapter_factory(PlatformConfig.from_dict(config))
-        bot.events = []
-
-        def handler(event: MessageEvent) -> str:
-            bot.events.append(event)
-            return f"echo: {event.text}"
-
-        bot.set_message_handler(handler)
-        return bot
+        defaults = {"password": PASSWORD, "nick": "hermesbot", "channels": [CHANNEL], "ping_interval": 300}
+        return echo_bot(spec, port=port, **{**defaults, **settings})
 
     return make
 

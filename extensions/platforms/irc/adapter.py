@@ -30,7 +30,7 @@ import random
 import re
 import time
 from collections import OrderedDict, deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +42,11 @@ log = logging.getLogger(__name__)
 
 #: IRC's limit for one line, CR LF included.
 LINE_LIMIT = 512
+#: The longest line read from the server, CR LF included: IRCv3's 8191 bytes of message tags plus
+#: the 512 of the line itself.  A longer line is dropped whole (with one warning) and reading goes on.
+MAX_INCOMING_LINE = 8191 + LINE_LIMIT
+#: How much is asked of the socket at once (the reader's buffer holds at most a line plus this).
+READ_CHUNK = 64 * 1024
 #: The longest host name the relayed prefix is assumed to carry when the server has not told us ours.
 HOST_ROOM = 63
 #: How many other nicks are tried before registration gives up.
@@ -66,6 +71,54 @@ _FALSE = {"0", "false", "no", "off", ""}
 
 class IrcError(Exception):
     """The server refused us or broke the protocol (the message says how)."""
+
+
+class LineReader:
+    """Lines from an asyncio stream, each at most ``limit`` bytes; longer ones are dropped whole.
+
+    The buffer never holds more than ``limit`` plus one read: the bytes of a line
+    that grows past the limit are thrown away as they come, up to its newline.
+    ``on_overlong(size)`` is called once for each dropped line, with its size in
+    bytes (at the end of the stream, what arrived of it).  Cancelling
+    :meth:`readline` loses nothing.
+    """
+
+    def __init__(self, reader: asyncio.StreamReader, limit: int, on_overlong: Callable[[int], None]) -> None:
+        self._reader = reader
+        self._limit = limit
+        self._on_overlong = on_overlong
+        self._buffer = bytearray()
+        self._dropping = 0  # bytes dropped so far of the current overlong line (0: none)
+        self._eof = False
+
+    async def readline(self) -> bytes:
+        """The next line with its line end; at the end of the stream what is left, then ``b""``."""
+        while True:
+            end = self._buffer.find(b"\n")
+            if end >= 0:
+                line = bytes(self._buffer[: end + 1])
+                del self._buffer[: end + 1]
+                size, self._dropping = self._dropping + len(line), 0
+                if size > self._limit:
+                    self._on_overlong(size)
+                    continue
+                return line
+            if len(self._buffer) > self._limit:
+                self._dropping += len(self._buffer)
+                self._buffer.clear()
+            if self._eof:
+                rest, dropped = bytes(self._buffer), self._dropping
+                self._buffer.clear()
+                self._dropping = 0
+                if dropped:
+                    self._on_overlong(dropped + len(rest))
+                    return b""
+                return rest
+            data = await self._reader.read(READ_CHUNK)
+            if data:
+                self._buffer += data
+            else:
+                self._eof = True
 
 
 # -- settings ---------------------------------------------------------------------------
@@ -455,7 +508,7 @@ class IrcAdapter(BasePlatformAdapter):
         self._casemapping = "rfc1459"
         self._chantypes = "#&"
         self._mask_room: int | None = None  # len("user@host") the server showed in its welcome
-        self._reader: asyncio.StreamReader | None = None
+        self._reader: LineReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._runner: asyncio.Task[None] | None = None
         self._closing = False
@@ -549,7 +602,7 @@ class IrcAdapter(BasePlatformAdapter):
             reader, writer = await asyncio.open_connection(
                 s.server, s.port, ssl=ssl_context, server_hostname=s.server if ssl_context else None
             )
-            self._reader, self._writer = reader, writer
+            self._reader, self._writer = LineReader(reader, MAX_INCOMING_LINE, self._overlong), writer
             await self._register()
         self.connections += 1
         self._connected_at = time.monotonic()
@@ -673,17 +726,20 @@ class IrcAdapter(BasePlatformAdapter):
                 self._write("PING :hermes-keepalive")
                 await self._drain()
                 continue
-            except ValueError:
-                # A "line" longer than the stream's limit (64 KiB; IRC allows 512 bytes, 8 KiB of
-                # tags): asyncio has dropped it from its buffer; skip it and read on.
-                log.warning("irc: %s sent a line over 64 KiB; it was skipped", self._where())
-                continue
             if not data:
                 return None
             pinged = False
             message = parse_line(self._decode(data))
             if message is not None:
                 return message
+
+    def _overlong(self, size: int) -> None:
+        log.warning(
+            "irc: %s sent a line of %s bytes (IRC lines are at most %s, tags included); it was dropped",
+            self._where(),
+            f"{size:,}",
+            f"{MAX_INCOMING_LINE:,}",
+        )
 
     def _decode(self, data: bytes) -> str:
         try:

@@ -33,7 +33,7 @@ from ...core.services import serviceimpl
 from .. import load_surface
 from .common import _STDIN_KEYS, KIND, MAX_STDOUT, REASON_CHARS, SURFACE, TEST_SESSION, TOOL_EVENTS
 from .config import parse, unknown_event
-from .hook import CarriedInput, HookRun, Parsed, ShellHook, _failed_closed, interpret
+from .hook import CarriedInput, HookRun, Parsed, RunningHooks, ShellHook, _failed_closed, interpret
 
 if TYPE_CHECKING:
     from ...core.kernel import Kernel
@@ -45,6 +45,7 @@ __all__ = [
     "CarriedInput",
     "HookRun",
     "Parsed",
+    "RunningHooks",
     "ShellHook",
     "format_test",
     "interpret",
@@ -73,12 +74,15 @@ def load(kernel: Kernel) -> None:
         kernel.log.warning("shell_hook_config", detail=warning)
     if not parsed.configured:
         return
+    running = RunningHooks()
 
     def setup(ctx: Any) -> None:
         for hook in parsed.hooks:
-            ctx._add_hook(hook.event, make_callback(kernel, hook), CONFIGURED)
+            ctx._add_hook(hook.event, make_callback(kernel, hook, running), CONFIGURED)
 
-    record = kernel._add_surface(SURFACE, KIND, setup, description=describe(parsed.hooks))
+    record = kernel._add_surface(
+        SURFACE, KIND, setup, description=describe(parsed.hooks), close=running.close
+    )
     record.warnings.extend(parsed.problems + parsed.warnings)
 
 
@@ -89,15 +93,18 @@ def describe(hooks: list[ShellHook]) -> str:
     return f"{len(hooks)} {noun}" + (f" ({', '.join(events)})" if events else "")
 
 
-def make_callback(kernel: Kernel, hook: ShellHook) -> Callable[..., Any]:
-    """The kernel callback of ``hook``: runs it when it matches and answers per the protocol; never raises."""
+def make_callback(kernel: Kernel, hook: ShellHook, running: RunningHooks | None = None) -> Callable[..., Any]:
+    """The kernel callback of ``hook``: runs it when it matches and answers per the protocol; never raises.
+
+    ``running`` records the runs in flight, whose process groups the kernel ends at shutdown.
+    """
     log = kernel.log
 
     def callback(**kwargs: Any) -> Any:
         try:
             if not hook.matches(kwargs.get("tool_name")):
                 return None
-            run = hook.run(kwargs, kernel.environ.child())
+            run = hook.run(kwargs, kernel.environ.child(), running)
             if run.error is not None:
                 outcome = "blocked (fail_closed)" if run.result is not None else "ignored (fails open)"
                 log.warning(

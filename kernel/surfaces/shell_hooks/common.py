@@ -17,6 +17,10 @@ EXIT_BLOCK = 2
 REASON_CHARS = 400
 SHOWN_CHARS = 2000
 KILL_GRACE = 5.0
+# What a hook leaves running in its process group gets SIGTERM and this long, then SIGKILL.
+END_GRACE = 2.0
+# Output still arriving after the command ended (from a process outside its group) is read this long.
+DRAIN_AFTER_EXIT = 0.25
 TEST_SESSION = "hooks-test"
 # What is kept of a run's output (the rest is read and dropped), and the longest argument passed.
 MAX_STDOUT = 1024 * 1024
@@ -24,5 +28,5 @@ MAX_STDERR = 64 * 1024
 MAX_ARGUMENT = 32 * 1024
 
 _PLACEHOLDER = re.compile(r"\{(tool_name|session_id|event)\}")
-_ENTRY_KEYS = frozenset({"command", "when", "matcher", "timeout", "fail_closed", "failClosed"})
+_ENTRY_KEYS = frozenset({"command", "when", "matcher", "timeout", "fail_closed", "failClosed", "detach"})
 _STDIN_KEYS = ("hook_event_name", "tool_input", "extra")

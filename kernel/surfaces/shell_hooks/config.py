@@ -164,6 +164,10 @@ def _add_entry(
         out.warnings.append(f"config.yaml: '{where}': only pre_tool_call hooks can fail closed; ignored")
         fail_closed = False
 
+    detach = entry.get("detach")
+    if detach is not None and not isinstance(detach, bool):
+        return problem("detach", f"must be true or false, not {_shown(detach)}")
+
     tools = None
     when = entry.get("when")
     if when is not None:
@@ -216,6 +220,7 @@ def _add_entry(
             where=where,
             timeout=timeout,
             fail_closed=fail_closed,
+            detach=bool(detach),
             tools=tools,
             matcher=matcher,
         )

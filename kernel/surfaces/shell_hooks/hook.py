@@ -8,19 +8,23 @@ import fnmatch
 import json
 import os
 import re
+import selectors
+import signal
 import subprocess
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ...tools.decisions import parse_decision
-from .. import end_process_group
+from .. import end_process_group, group_alive
 from .common import (
     _PLACEHOLDER,
     DEFAULT_TIMEOUT,
+    DRAIN_AFTER_EXIT,
+    END_GRACE,
     EXIT_BLOCK,
-    KILL_GRACE,
     MAX_ARGUMENT,
     MAX_STDERR,
     MAX_STDOUT,
@@ -40,6 +44,8 @@ class ShellHook:
     where: str
     timeout: float = DEFAULT_TIMEOUT
     fail_closed: bool = False
+    # Leave what the command started running when it ends (only a timeout still kills the group).
+    detach: bool = False
     tools: tuple[str, ...] | None = None
     matcher: re.Pattern[str] | None = None
 
@@ -83,11 +89,18 @@ class ShellHook:
         """The event as the program reads it on stdin: JSON in ASCII (``\\u`` escapes), always encodable."""
         return _dumps(event_payload(self.event, kwargs)).encode("ascii")
 
-    def run(self, kwargs: Mapping[str, Any], env: Mapping[str, str] | None = None) -> HookRun:
+    def run(
+        self,
+        kwargs: Mapping[str, Any],
+        env: Mapping[str, str] | None = None,
+        running: RunningHooks | None = None,
+    ) -> HookRun:
         """Run the command once for an event with ``kwargs``; never raises for the program's failures.
 
         ``env`` is the program's environment (the kernel passes its own view,
         :class:`~kernel.environ.KernelEnviron`); ``None`` inherits the process's.
+        ``running`` is the kernel's record of running hooks, whose groups it
+        ends at shutdown (a detached hook is not recorded).
 
         A run that cannot start because of what the call carries (a NUL byte, an
         oversized value, unencodable text in an argument) is marked so: a
@@ -114,8 +127,15 @@ class ShellHook:
             run.refused_input = isinstance(exc, ValueError) or getattr(exc, "errno", None) == errno.E2BIG
             interpret(run)
             return run
+        tracked = None if self.detach else running
+        if tracked is not None and not tracked.add(proc):
+            end_process_group(proc)
+            _close_pipes(proc)
+            run.error = "could not run: the kernel is shutting down"
+            interpret(run)
+            return run
         try:
-            out, err, cut = _communicate(proc, data, self.timeout)
+            out, err, cut = _communicate(proc, data, self.timeout, detach=self.detach)
         except subprocess.TimeoutExpired as expired:
             out, err, cut = expired.output or b"", expired.stderr or b"", False
             run.timed_out = True
@@ -123,6 +143,9 @@ class ShellHook:
         except BaseException:  # KeyboardInterrupt and the like: leave nothing running
             end_process_group(proc)
             raise
+        finally:
+            if tracked is not None:
+                tracked.discard(proc)
         run.exit_code = proc.returncode
         run.stdout = out.decode("utf-8", "replace")
         run.stderr = err.decode("utf-8", "replace")
@@ -310,58 +333,166 @@ def _parse_json(text: str) -> tuple[Any, str | None]:
 # --------------------------------------------------------------------------- processes
 
 
-def _communicate(proc: subprocess.Popen[bytes], data: bytes, timeout: float) -> tuple[bytes, bytes, bool]:
+def _communicate(
+    proc: subprocess.Popen[bytes], data: bytes, timeout: float, *, detach: bool = False
+) -> tuple[bytes, bytes, bool]:
     """Feed ``data``, wait at most ``timeout`` s, and read at most MAX_STDOUT / MAX_STDERR bytes.
 
     Output past the caps is read and dropped, so a flood costs no memory.
-    When the command ends, its whole process group is ended too: a daemon it
-    started does not outlive the hook.  On a timeout the group is killed and
-    ``TimeoutExpired`` carries what was read.  Returns ``(stdout, stderr, cut)``.
+    When the command ends, the rest of its process group is ended too
+    (SIGTERM, END_GRACE seconds, SIGKILL), unless ``detach``: a daemon it
+    started does not outlive the hook.  What is still arriving on its pipes
+    then is read for DRAIN_AFTER_EXIT seconds at most, so a process that holds
+    them from outside the group (``setsid``, or a detached child) does not hold
+    the hook.  On a timeout the group is killed and ``TimeoutExpired``
+    carries what was read.  Returns ``(stdout, stderr, cut)``.
     """
-    kept = {"out": bytearray(), "err": bytearray()}
-    cut = {"out": False}
-
-    def read(pipe: Any, key: str, cap: int) -> None:
-        with contextlib.suppress(OSError, ValueError):
-            while block := pipe.read1(65536):
-                room = cap - len(kept[key])
-                if room > 0:
-                    kept[key] += block[:room]
-                if len(block) > room and key == "out":
-                    cut["out"] = True
-
-    def write() -> None:
-        with contextlib.suppress(OSError, ValueError):
-            proc.stdin.write(data)
-        with contextlib.suppress(OSError, ValueError):
-            proc.stdin.close()
-
-    threads = [
-        threading.Thread(target=read, args=(proc.stdout, "out", MAX_STDOUT), daemon=True),
-        threading.Thread(target=read, args=(proc.stderr, "err", MAX_STDERR), daemon=True),
-        threading.Thread(target=write, daemon=True),
-    ]
-    for thread in threads:
-        thread.start()
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    out_fd, err_fd, in_fd = proc.stdout.fileno(), proc.stderr.fileno(), proc.stdin.fileno()
+    kept = {out_fd: bytearray(), err_fd: bytearray()}
+    caps = {out_fd: MAX_STDOUT, err_fd: MAX_STDERR}
+    cut = False
+    pending = memoryview(data)
+    selector = selectors.DefaultSelector()
+    exit_fd = _exit_notifier(proc.pid)
     try:
-        proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        end_process_group(proc)
-        _finish(threads, proc)
-        raise subprocess.TimeoutExpired(proc.args, timeout, bytes(kept["out"]), bytes(kept["err"])) from None
-    end_process_group(proc)  # what it left running in its session goes with it
-    _finish(threads, proc)
-    return bytes(kept["out"]), bytes(kept["err"]), cut["out"]
+        for fd in (out_fd, err_fd, in_fd):
+            os.set_blocking(fd, False)
+        selector.register(out_fd, selectors.EVENT_READ)
+        selector.register(err_fd, selectors.EVENT_READ)
+        if pending:
+            selector.register(in_fd, selectors.EVENT_WRITE)
+        else:
+            proc.stdin.close()
+        if exit_fd is not None:
+            selector.register(exit_fd, selectors.EVENT_READ)
+        deadline = time.monotonic() + timeout
+        timed_out = False
+        drain_until: float | None = None
+        while True:
+            if drain_until is None and proc.poll() is not None:
+                if not detach:
+                    end_process_group(proc, END_GRACE)  # what it left running in its group goes with it
+                drain_until = time.monotonic() + DRAIN_AFTER_EXIT
+            if drain_until is not None:
+                _unregister(selector, exit_fd)
+                if pending:
+                    _unregister(selector, in_fd)
+                    pending = pending[:0]
+                    _close(proc.stdin)
+            now = time.monotonic()
+            if drain_until is None and now >= deadline:
+                timed_out = True
+                end_process_group(proc)
+                drain_until = time.monotonic() + DRAIN_AFTER_EXIT
+                continue
+            reading = [k for k in selector.get_map().values() if k.fd in kept]
+            if drain_until is not None and (not reading or now >= drain_until):
+                break
+            wake = drain_until if drain_until is not None else deadline
+            if exit_fd is None and drain_until is None:
+                wake = min(wake, now + 0.02)  # no pidfd: look at the command now and then
+            for key, _ in selector.select(max(0.0, wake - now)):
+                if key.fd == exit_fd:
+                    continue
+                if key.fd == in_fd:
+                    try:
+                        written = os.write(in_fd, pending[:65536])
+                    except BlockingIOError:
+                        continue
+                    except OSError:  # the program closed its stdin or ended
+                        written = len(pending)
+                    pending = pending[written:]
+                    if not pending:
+                        _unregister(selector, in_fd)
+                        _close(proc.stdin)
+                    continue
+                try:
+                    block = os.read(key.fd, 65536)
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    block = b""
+                if not block:
+                    _unregister(selector, key.fd)
+                    continue
+                room = caps[key.fd] - len(kept[key.fd])
+                if room > 0:
+                    kept[key.fd] += block[:room]
+                if len(block) > room and key.fd == out_fd:
+                    cut = True
+    finally:
+        selector.close()
+        if exit_fd is not None:
+            os.close(exit_fd)
+        _close_pipes(proc)
+    if timed_out:
+        raise subprocess.TimeoutExpired(proc.args, timeout, bytes(kept[out_fd]), bytes(kept[err_fd]))
+    return bytes(kept[out_fd]), bytes(kept[err_fd]), cut
 
 
-def _finish(threads: list[threading.Thread], proc: subprocess.Popen[bytes]) -> None:
-    """Let the pipe threads end; close the pipes if something outside the group still holds them."""
-    for thread in threads:
-        thread.join(KILL_GRACE)
+class RunningHooks:
+    """The shell hooks of one kernel that are running now, to end their groups at shutdown."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._procs: set[subprocess.Popen[bytes]] = set()
+        self._closed = False
+
+    def add(self, proc: subprocess.Popen[bytes]) -> bool:
+        """Record a hook's command; ``False`` once the kernel is shutting down (it must not run)."""
+        with self._lock:
+            if self._closed:
+                return False
+            self._procs.add(proc)
+            return True
+
+    def discard(self, proc: subprocess.Popen[bytes]) -> None:
+        with self._lock:
+            self._procs.discard(proc)
+
+    def close(self, grace: float = END_GRACE) -> None:
+        """End the group of every hook still running: SIGTERM, up to ``grace`` s, then SIGKILL.
+
+        The thread running each hook reaps its command and returns as usual.
+        """
+        with self._lock:
+            self._closed = True
+            groups = [p.pid for p in self._procs if p.returncode is None]
+        for pgid in groups:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and any(group_alive(pgid) for pgid in groups):
+            time.sleep(0.01)
+        for pgid in groups:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, signal.SIGKILL)
+
+
+def _exit_notifier(pid: int) -> int | None:
+    """A descriptor that becomes readable when ``pid`` ends (Linux pidfd), or ``None``."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
+def _unregister(selector: selectors.BaseSelector, fd: int | None) -> None:
+    if fd is not None:
+        with contextlib.suppress(KeyError, ValueError):
+            selector.unregister(fd)
+
+
+def _close(pipe: Any) -> None:
+    with contextlib.suppress(OSError, ValueError):
+        pipe.close()
+
+
+def _close_pipes(proc: subprocess.Popen[bytes]) -> None:
     for pipe in (proc.stdin, proc.stdout, proc.stderr):
         if pipe is not None:
-            with contextlib.suppress(OSError, ValueError):
-                pipe.close()
+            _close(pipe)
 
 
 def _os_error(exc: BaseException) -> str:
