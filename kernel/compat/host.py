@@ -5,8 +5,12 @@ Hermes plugins reach their host through module-level functions
 ``hermes_cli.config.load_config()``) instead of the ``ctx`` they are given.
 The kernel answers those calls for the plugin that is being loaded (a context
 variable set around its import and ``register()``); at run time for the
-kernel whose plugin module made the call, else the kernel of the call in
-progress, else the most recently loaded kernel that has the shims on.
+kernel whose plugin module made the call, else the kernel running plugin code
+in this context (a hook call, tool call or turn, carried into tasks and
+threads that copy the context), else the only live kernel.  With several live
+kernels and none of these, the kernel is unknown: lookups read the process's
+own environment only, registrations and writes are refused
+(:func:`unknown_kernel`).  Never another kernel's home or ``.env``.
 """
 
 from __future__ import annotations
@@ -16,11 +20,20 @@ import threading
 from typing import TYPE_CHECKING
 
 from ..core.context import current_context, loading
+from ..core.running import running_kernel
 
 if TYPE_CHECKING:
     from ..core.kernel import Kernel
 
-__all__ = ["attach", "attached", "current_context", "current_kernel", "detach", "loading"]
+__all__ = [
+    "attach",
+    "attached",
+    "current_context",
+    "current_kernel",
+    "detach",
+    "loading",
+    "unknown_kernel",
+]
 
 _kernels: list[Kernel] = []
 _lock = threading.Lock()
@@ -34,8 +47,9 @@ def current_kernel() -> Kernel | None:
     In order: the kernel of the plugin being loaded; the kernel whose plugin
     module made the call (found on the call stack by the kernel's module
     namespace, so two kernels' plugins never answer from each other); the
-    kernel of the tool call or turn in progress; else the latest live kernel
-    with the shims on.
+    kernel running plugin code in this context (:mod:`kernel.core.running`);
+    else the only live kernel with the shims on.  ``None`` when no kernel has
+    them on, or several do and none of these tells which.
     """
     ctx = current_context()
     if ctx is not None:
@@ -55,12 +69,26 @@ def current_kernel() -> Kernel | None:
             if kernel is not None:
                 return kernel
         frame = frame.f_back
-    from ..tools import calling_kernel
+    kernel = running_kernel()
+    if kernel is not None:
+        # A kernel with the shims off runs this: never answer for another one.
+        return kernel if kernel in kernels else None
+    return kernels[0] if len(kernels) == 1 else None
 
-    kernel = calling_kernel()
-    if kernel is not None and kernel in kernels:
-        return kernel
-    return kernels[-1]
+
+def unknown_kernel(what: str) -> RuntimeError:
+    """The error for ``what`` when no live kernel, or no single one, can be told to answer it."""
+    with _lock:
+        live = len(_kernels)
+    if live == 0:
+        return RuntimeError(f"{what}: no hermes-kernel with the Hermes compatibility layer is running")
+    return RuntimeError(
+        f"{what}: {live} hermes-kernels run in this process and this call comes from none of their "
+        "plugins (a thread or callback that lost the caller's context): make the call from the plugin's "
+        "own code (register, a hook or a tool), carry the context into the thread (take "
+        "contextvars.copy_context() in the hook or tool, call its .run(...) in the thread), or use the "
+        "kernel object's own API"
+    )
 
 
 def attach(kernel: Kernel) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 from pluggy import Result
 
 from .callbacks import _VALUES, Callback, Chain, HookTimeout, Request, _as_list
+from .running import RUNNING
 
 
 class _Bridge:
@@ -184,6 +185,7 @@ class AsyncCalls:
         # Without wrappers or a time bound, the sync callbacks up to the next async one (or failing one)
         # run on one worker thread, not one each; a failure is handed back to be judged on this thread.
         batch = not chain.wrappers and self.timeout is None
+        token = RUNNING.set(self.owner)
         try:
             cb, call_kwargs = next(steps)
             while True:
@@ -207,6 +209,8 @@ class AsyncCalls:
                 cb, call_kwargs = steps.send(box)
         except StopIteration as stop:
             return stop.value
+        finally:
+            RUNNING.reset(token)
 
     async def _acall(self, cb: Callback, kwargs: dict[str, Any]) -> Any:
         import asyncio

@@ -69,6 +69,16 @@ def release(token: object) -> None:
                 _owners[name] = heir
 
 
+def process_value(name: str) -> str | None:
+    """``os.environ[name]`` when the process set it itself; ``None`` when unset or a kernel exported it
+    (what a lookup that cannot tell which kernel asks may read)."""
+    value = os.environ.get(name)
+    owner = _owners.get(name)
+    if value is not None and owner is not None and owner[1] == value:
+        return None
+    return value
+
+
 class KernelEnviron(Mapping[str, str]):
     """A kernel's environment (``k.environ``): the process's own variables, then its ``.env``.
 

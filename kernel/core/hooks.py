@@ -48,6 +48,7 @@ from .callbacks import (
     propagates,
     safe_text,
 )
+from .running import RUNNING
 from .watchdog import SharedRLock
 
 __all__ = [
@@ -82,8 +83,11 @@ class HookEngine(AsyncCalls):
         pm: Any,
         on_failure: Callable[[Callback, BaseException], None],
         timeout: float | None = None,
+        owner: object = None,
     ) -> None:
         self.pm = pm
+        #: The kernel whose callbacks these are: marked as running while they run (see kernel.core.running).
+        self.owner = owner
         self.timeout = timeout
         # Chains the kernel may run with a bare loop (plain ones, while nothing monitors).
         self.fast: dict[str, Chain] = {}
@@ -363,6 +367,7 @@ class HookEngine(AsyncCalls):
         """
         fast_get, general, failed, settle = self.fast.get, self.invoke, self.failed, self.settle
         values = _VALUES
+        owner, mark, unmark = self.owner, RUNNING.set, RUNNING.reset
 
         def invoke_hook(hook_name: str, /, **kwargs: Any) -> list[Any]:
             chain = fast_get(hook_name)
@@ -370,18 +375,22 @@ class HookEngine(AsyncCalls):
                 return general(hook_name, kwargs)
             results: list[Any] = []
             append = results.append
-            for call in chain.calls:
-                try:
-                    result = call(**kwargs)
-                except BaseException as exc:
-                    failed(chain, call, exc)
-                    continue
-                if result is not None:
-                    if type(result) not in values:
-                        result = settle(chain, call, result)
-                        if result is None:
-                            continue
-                    append(result)
+            token = mark(owner)
+            try:
+                for call in chain.calls:
+                    try:
+                        result = call(**kwargs)
+                    except BaseException as exc:
+                        failed(chain, call, exc)
+                        continue
+                    if result is not None:
+                        if type(result) not in values:
+                            result = settle(chain, call, result)
+                            if result is None:
+                                continue
+                        append(result)
+            finally:
+                unmark(token)
             return results
 
         return invoke_hook
@@ -473,6 +482,7 @@ class HookEngine(AsyncCalls):
 
     def _run(self, chain: Chain, kwargs: dict[str, Any], firstresult: bool, request: Request | None) -> Any:
         steps = self._steps(chain, kwargs, firstresult, request)
+        token = RUNNING.set(self.owner)
         try:
             cb, call_kwargs = next(steps)
             while True:
@@ -483,6 +493,8 @@ class HookEngine(AsyncCalls):
                 cb, call_kwargs = steps.send(box)
         except StopIteration as stop:
             return stop.value
+        finally:
+            RUNNING.reset(token)
 
     def _teardown(self, cb: Callback, gen: Any, outcome: Any, request: Request | None) -> Any:
         try:

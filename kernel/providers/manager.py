@@ -580,5 +580,8 @@ def _add_provider_tool(
             record.warnings.append(str(exc))
         kernel.log.warning("provider_tool_refused", plugin=plugin, tool=name, error=str(exc))
         return
+    from ..tools.service import note_shadowing
+
+    note_shadowing(kernel, tool)
     if record is not None:
         record.tools.append(tool.name)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..core.hooks import adapt_hermes_callback, describe, plugin_order, propagates, safe_text
+from ..core.running import RUNNING, running_kernel
 from ..core.safe_yaml import DataRefused, data_problem, load_json
 from .decisions import decide_tool_call
 from .middleware import OBSERVER_SCHEMA_VERSION, MiddlewareError
@@ -198,7 +199,6 @@ def is_error_result(result: str) -> bool:
     return isinstance(value, dict) and "error" in value
 
 
-_CALL_KERNEL: ContextVar[Any] = ContextVar("hermes_kernel_call_kernel", default=None)
 # The event loop of the adispatch caller: a coroutine handler is awaited there, not on the kernel's loop.
 _CALLER_LOOP: ContextVar[asyncio.AbstractEventLoop | None] = ContextVar(
     "hermes_kernel_caller_loop", default=None
@@ -206,8 +206,8 @@ _CALLER_LOOP: ContextVar[asyncio.AbstractEventLoop | None] = ContextVar(
 
 
 def calling_kernel() -> Kernel | None:
-    """The kernel whose tool call (or agent turn) is in progress, if any."""
-    return _CALL_KERNEL.get()
+    """The kernel running plugin code here (a tool call, an agent turn, a hook call), if any."""
+    return running_kernel()
 
 
 def current_call() -> dict[str, Any]:
@@ -383,11 +383,11 @@ class ToolRegistry:
         """Make ``context`` (``session_id``, ``task_id``, ...) what nested dispatches inherit."""
         merged = {**_CALL_CONTEXT.get(), **{k: v for k, v in context.items() if v is not None}}
         token = _CALL_CONTEXT.set(merged)
-        kernel_token = _CALL_KERNEL.set(self._kernel)
+        kernel_token = RUNNING.set(self._kernel)
         try:
             yield merged
         finally:
-            _CALL_KERNEL.reset(kernel_token)
+            RUNNING.reset(kernel_token)
             _CALL_CONTEXT.reset(token)
 
     def dispatch(self, name: str, args: Any = None, **context: Any) -> str:

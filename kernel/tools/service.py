@@ -74,11 +74,7 @@ class Context:
         for warning in warnings:
             record.warnings.append(warning)
             self._kernel.log.warning("tool_schema", plugin=record.name, detail=warning)
-        records, active = self._kernel._records, self._kernel.tools.get(tool.name)
-        if active is not tool and active is not None:
-            _note_override(self._kernel, active, records.get(active.plugin), record, self._undo)
-        elif tool.replaced is not None:
-            _note_override(self._kernel, tool, record, records.get(tool.replaced.plugin), self._undo)
+        note_shadowing(self._kernel, tool, self._undo)
         record.tools.append(tool.name)
         self._undo.append(lambda: self._kernel.tools.unregister(tool.name, record.name))
         self._undo.append(lambda: record.tools.remove(tool.name))
@@ -128,8 +124,23 @@ def _override_allowed(kernel: Kernel, record: _Record) -> bool:
     return section(kernel.config, "plugins", "entries", record.name, "allow_tool_override") is True
 
 
+def note_shadowing(kernel: Kernel, tool: Any, undo: list[Callable[[], Any]] | None = None) -> None:
+    """After ``tool`` was registered: when it shadows another plugin's tool of its name, or waits
+    beneath one, note it on both plugins and log a warning naming both (plugin tools and the tools
+    services register for a plugin, such as an active memory provider's, alike)."""
+    records, active = kernel._records, kernel.tools.get(tool.name)
+    if active is not tool and active is not None:
+        _note_override(kernel, active, records.get(active.plugin), records.get(tool.plugin), undo)
+    elif tool.replaced is not None:
+        _note_override(kernel, tool, records.get(tool.plugin), records.get(tool.replaced.plugin), undo)
+
+
 def _note_override(
-    kernel: Kernel, tool: Any, winner: _Record | None, loser: _Record | None, undo: list[Callable[[], Any]]
+    kernel: Kernel,
+    tool: Any,
+    winner: _Record | None,
+    loser: _Record | None,
+    undo: list[Callable[[], Any]] | None,
 ) -> None:
     """Note on both plugins that ``winner``'s ``tool`` stands over ``loser``'s tool of the same name."""
     if winner is None or loser is None:
@@ -137,8 +148,13 @@ def _note_override(
     notes = ((winner, _overrides(tool, loser.name)), (loser, _overridden(tool, winner.name)))
     for target, note in notes:
         target.warnings.append(note)
-        undo.append(lambda target=target, note=note: note in target.warnings and target.warnings.remove(note))
-    kernel.log.info("tool_overridden", tool=tool.name, plugin=winner.name, owner=loser.name, why=_why(tool))
+        if undo is not None:
+            undo.append(
+                lambda target=target, note=note: note in target.warnings and target.warnings.remove(note)
+            )
+    kernel.log.warning(
+        "tool_overridden", tool=tool.name, plugin=winner.name, owner=loser.name, why=_why(tool)
+    )
 
 
 def _why(tool: Any) -> str:

@@ -4,8 +4,8 @@ Each module here is the content of one module name of Hermes Agent
 (``agent_memory_provider`` is ``agent.memory_provider``, and so on; the
 finder's ``SHIMS`` table maps them).  Its ``__all__`` lists exactly what the
 served module offers.  The classes are the kernel's own; the module-level
-functions answer for the kernel of the plugin being loaded, else for the
-latest kernel with the compatibility layer on (:mod:`kernel.compat.host`).
+functions answer for the kernel :func:`kernel.compat.host.current_kernel`
+names (the plugin's own; never a guess among several live kernels).
 
 This package also holds the helpers those modules share.
 """
@@ -39,10 +39,11 @@ def current_kernel() -> Kernel | None:
 
 
 def require_kernel(what: str) -> Kernel:
-    """The current kernel; ``RuntimeError`` naming ``what`` when no kernel has the shims on."""
+    """The current kernel; ``RuntimeError`` naming ``what`` when no kernel has the shims on, or
+    several do and the call cannot be told apart (see :func:`kernel.compat.host.unknown_kernel`)."""
     kernel = host.current_kernel()
     if kernel is None:
-        raise RuntimeError(f"{what}: no hermes-kernel with the Hermes compatibility layer is running")
+        raise host.unknown_kernel(what)
     return kernel
 
 
@@ -50,6 +51,17 @@ def hermes_home() -> Path:
     """The current kernel's home, else ``$HERMES_HOME``, else ``~/.hermes``."""
     kernel = host.current_kernel()
     return kernel.home if kernel is not None else resolve_home(None)
+
+
+def home_to_write(what: str) -> tuple[Path, Kernel | None]:
+    """Where a write of ``what`` goes, and the kernel it is for: the current kernel's home; with
+    no kernel live, ``$HERMES_HOME`` or ``~/.hermes``; with several and none known, ``RuntimeError``."""
+    kernel = host.current_kernel()
+    if kernel is not None:
+        return kernel.home, kernel
+    if host.attached():
+        raise host.unknown_kernel(what)
+    return resolve_home(None), None
 
 
 def registering_context(what: str) -> PluginContext:

@@ -416,9 +416,8 @@ class PluginLlm(_llm.PluginLlm, metaclass=_FacadeType):
         if self._kernel is None:
             kernel = host.current_kernel()
             if kernel is None:
-                raise PluginLlmError(
-                    f"plugin '{self.plugin_id}': no hermes-kernel with the compatibility layer is running"
-                )
+                reason = host.unknown_kernel("PluginLlm").args[0]
+                raise PluginLlmError(f"plugin '{self.plugin_id}': {reason}")
             self._kernel = kernel
 
     def _overrides(self, request: dict[str, Any]) -> tuple[str | None, str | None, str | None, str | None]:

@@ -2,7 +2,8 @@
 
 ``ProviderProfile`` is the kernel's.  ``register_provider`` sends a profile
 to the kernel loading the plugin (its catalog, attributed to the plugin);
-outside a load, to the current kernel.  The lookups ask the current
+outside a load, to the current kernel (refused when several run and none is
+known).  The lookups ask the current
 kernel's catalog; with no kernel running they fall back to
 :mod:`kernel.providers`' process-wide catalog.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 from ...core.context import current_context
 from ...providers import registry as _registry
 from ...providers.profile import ProviderProfile
+from .. import host
 from . import current_kernel, registering_context
 
 __all__ = ["ProviderProfile", "get_provider_profile", "list_providers", "register_provider"]
@@ -19,7 +21,7 @@ __all__ = ["ProviderProfile", "get_provider_profile", "list_providers", "registe
 
 def register_provider(profile: ProviderProfile) -> None:
     """Offer a model provider profile (Hermes provider plugins call this when imported)."""
-    if current_context() is not None or current_kernel() is None:
+    if current_context() is not None or (current_kernel() is None and not host.attached()):
         # A plugin is being imported (the profile is its own), or no kernel runs at all.
         _registry.register_provider(profile)
         return

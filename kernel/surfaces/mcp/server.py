@@ -87,6 +87,14 @@ class _Manager:
         for server in self.servers:
             server.future = asyncio.run_coroutine_threadsafe(server.run(), self.loop)
 
+    def server_of(self, record_name: str) -> _Server | None:
+        """The server of this kernel whose record is ``record_name``, if any."""
+        return next((s for s in self.servers if s.record is not None and s.record.name == record_name), None)
+
+    def comes_before(self, one: _Server, other: _Server) -> bool:
+        """Whether ``one`` is earlier than ``other`` in ``mcp_servers`` (the order of ``servers``)."""
+        return self.servers.index(one) < self.servers.index(other)
+
     def wait_first_attempts(self) -> None:
         """Wait for each server's first connection attempt, at most its own ``connect_timeout``."""
         for server in self.servers:
@@ -147,6 +155,7 @@ class _Server:
         self.reason = ""
         self.attempt = 0
         self.registered: dict[str, dict[str, Any]] = {}  # kernel tool name -> schema
+        self.offered: dict[str, str] = {}  # kernel tool name -> MCP tool name, of the last tools listed
         self.hidden = 0
         self._stopping = False
         self._stop_event: asyncio.Event | None = None
@@ -435,6 +444,7 @@ class _Server:
                     )
                     continue
                 wanted[kname] = (tool_name, tool_schema(kname, self.name, by_name[tool_name]))
+            self.offered = {kname: tool_name for kname, (tool_name, _schema) in wanted.items()}
             for kname, schema in list(self.registered.items()):
                 if kname not in wanted or wanted[kname][1] != schema:
                     self._unregister(kname)
@@ -443,10 +453,18 @@ class _Server:
                     continue
                 owner = self.kernel.tools.get(kname)
                 if owner is not None and owner.plugin != record.name:
-                    self._warn(
-                        f"MCP tool '{tool_name}' skipped: plugin '{owner.plugin}' already has '{kname}'"
-                    )
-                    continue
+                    holder = self.manager.server_of(owner.plugin)
+                    if holder is not None and self.manager.comes_before(self, holder):
+                        # The earlier server in mcp_servers keeps a shared name, whichever connected first.
+                        holder.yield_name(kname, self)
+                    elif holder is not None:
+                        self._warn(_lost(tool_name, kname, holder.name))
+                        continue
+                    else:
+                        self._warn(
+                            f"MCP tool '{tool_name}' skipped: plugin '{owner.plugin}' already has '{kname}'"
+                        )
+                        continue
                 try:
                     ctx.register_tool(
                         kname,
@@ -464,6 +482,11 @@ class _Server:
                 for pattern in self.cfg.include:
                     if not any(fnmatch.fnmatchcase(n, pattern) for n in by_name):
                         self._warn(f"{_where(self.name, 'tools.include')}: {pattern!r} matches no tool")
+
+    def yield_name(self, kname: str, winner: _Server) -> None:
+        """Give tool ``kname`` up to ``winner``, a server earlier in ``mcp_servers``; say so on the record."""
+        self._unregister(kname)
+        self._warn(_lost(self.offered.get(kname, kname), kname, winner.name))
 
     def _unregister(self, kname: str) -> None:
         self.registered.pop(kname, None)
@@ -599,6 +622,13 @@ class _CallTimeout(Exception):
 
 class _ServerLost(Exception):
     """A tool call whose connection closed before the answer came."""
+
+
+def _lost(tool_name: str, kname: str, winner: str) -> str:
+    return (
+        f"MCP tool '{tool_name}' not registered: its kernel name '{kname}' is also a tool of server "
+        f"'{winner}', which comes first in mcp_servers and keeps it (rename one server to keep both)"
+    )
 
 
 def _leaf(exc: BaseException | None) -> BaseException | None:
