@@ -249,11 +249,15 @@ def test_the_console_script_completes_commands_and_subcommands(home, bundled, tm
 def test_a_plugin_cli_command_completes_too(home, bundled, tmp_path):
     write_plugin(home / "plugins", "weather", WEATHER)
     env = {"HERMES_BUNDLED_PLUGINS": str(bundled)}
+    # Never loaded: its command is not known yet (completing a command's name imports no plugin).
+    assert completions("hermes-kernel wea", home, tmp_path, **env) == []
+    ok(cli(home, "plugins", "list", "--refresh", **env))
+    saved = (home / "cache" / "plugins-state.json").read_bytes()
     assert completions("hermes-kernel wea", home, tmp_path, **env) == ["weather-cli"]
     assert set(completions("hermes-kernel weather-cli ", home, tmp_path, **env)) >= {"status", "forecast"}
     assert completions("hermes-kernel weather-cli status --ci", home, tmp_path, **env) == ["--city"]
     # Completing never writes the plugin list a real command saves.
-    assert not (home / "cache" / "plugins-state.json").exists()
+    assert (home / "cache" / "plugins-state.json").read_bytes() == saved
 
 
 def test_bash_completes_through_the_activation_code(home, bundled, tmp_path):
@@ -420,12 +424,18 @@ def test_printing_help_version_or_completion_writes_nothing(tmp_path, argv):
 
 
 def test_top_level_help_saves_no_plugin_list(home, bundled):
-    """``--help`` loads the plugins (their commands are listed) but saves nothing of its own."""
+    """``--help`` lists the plugins' commands from the last load (it loads none) and saves nothing."""
     write_plugin(home / "plugins", "weather", WEATHER)
     proc = ok(cli(home, "--help", HERMES_BUNDLED_PLUGINS=str(bundled)))
-    assert "weather-cli" in proc.stdout
+    assert "weather-cli" not in proc.stdout  # never loaded here: not known yet, and the help says so
+    assert "plugins list --refresh" in " ".join(proc.stdout.split())
     assert not (home / "cache" / "plugins-state.json").exists()
     assert not (home / "logs").exists()
+    ok(cli(home, "plugins", "list", "--refresh", HERMES_BUNDLED_PLUGINS=str(bundled)))
+    saved = {p: p.read_bytes() for p in (home / "cache").iterdir()}
+    proc = ok(cli(home, "--help", HERMES_BUNDLED_PLUGINS=str(bundled)))
+    assert "weather-cli" in proc.stdout
+    assert {p: p.read_bytes() for p in (home / "cache").iterdir()} == saved
 
 
 # --------------------------------------------------------------------------- failed hooks are shown
@@ -511,10 +521,11 @@ def test_a_plugin_printing_at_import_leaves_json_output_valid(home, bundled, arg
 def test_a_plugin_printing_at_import_stays_out_of_help(home, bundled):
     write_plugin(home / "plugins", "noisy", NOISY)
     write_plugin(home / "plugins", "weather", WEATHER)
+    ok(cli(home, "plugins", "list", "--refresh", HERMES_BUNDLED_PLUGINS=str(bundled)))
     proc = ok(cli(home, "--help", HERMES_BUNDLED_PLUGINS=str(bundled)))
     assert "weather-cli" in proc.stdout
-    assert not any(noise in proc.stdout for noise in NOISE)
-    assert all(noise in proc.stderr for noise in NOISE)
+    # --help imports no plugin: nothing of the noise anywhere.
+    assert not any(noise in proc.stdout + proc.stderr for noise in NOISE)
 
 
 def test_a_plugin_printing_at_import_stays_out_of_a_text_listing(home, bundled):

@@ -35,7 +35,7 @@ def test_the_variable_switches_plugins_off_for_the_run(
     monkeypatch.setenv("HERMES_DISABLE_PLUGINS", " alpha, ,gamma ")
     k = make_kernel()
     assert {p.name: p.enabled for p in k.plugins} == {"alpha": False, "beta": True, "gamma": False}
-    assert k.plugin("alpha").error == "disabled for this run (--disable / HERMES_DISABLE_PLUGINS)"
+    assert k.plugin("alpha").error == "disabled for this run (--disable / HERMES_DISABLE_PLUGINS: 'alpha')"
     monkeypatch.setenv("HERMES_NO_PLUGINS", "1")
     k2 = make_kernel()
     assert not any(p.enabled for p in k2.plugins)

@@ -11,11 +11,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..core.kernel import Kernel, PluginInfo
-from ..core.records import DISABLE_VARIABLE, NO_PLUGINS_VARIABLE
+from ..core.records import DISABLE_VARIABLE, NO_PLUGINS_VARIABLE, matches_for_run, run_choice
 from ..core.safe_yaml import DataRefused, load_json
-from . import chat, completion, doctor, gateway, hooks, install, logs, mcp, output
+from . import chat, completion, doctor, gateway, hooks, install, logs, mcp, offered, output
 from . import plugins as plugins_group
-from .common import HookFailures, Parser, load, loaded_kernel, plugin_status
+from .common import HookFailures, Parser, discover, load, loaded_kernel, plugin_status
 from .output import EscapingStream
 
 if TYPE_CHECKING:
@@ -27,6 +27,7 @@ HELP_OPTIONS = ("-h", "--help")
 def main(argv: Sequence[str] | None = None) -> int:
     output.setup_streams()
     parser, commands = _parser()
+    from_environment = _names_given(os.environ.get(DISABLE_VARIABLE))
     argv = _take_run_options(list(sys.argv[1:] if argv is None else argv), set(commands.choices))
     kernel: Kernel | None = None
     argv, no_color = _take_no_color(argv)
@@ -36,23 +37,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     completing = completion.requested()
     # Only help, the version or completions: nothing is written into the home.
     only_prints = completing or first is None or any(a in HELP_OPTIONS for a in options)
-    if completing:
-        wanted = completion.needs_plugins(commands.choices)
-    else:
-        before_command = options[: options.index(first)] if first is not None else options
-        wanted = (first is None or first not in commands.choices) and "--version" not in before_command
+    # The command the line names: a plugin's (not one of the CLI's own) needs the plugins loaded; no
+    # command at all (--help, a bare `hermes-kernel`, completing the command's name) lists theirs from
+    # the last load, importing no plugin code.
+    named = completion.typed_command() if completing else first
+    before_command = options[: options.index(first)] if first is not None else options
+    wanted = named is not None and named not in commands.choices
+    listed = named is None and (completing or "--version" not in before_command)
     streams = sys.stdout, sys.stderr
     if first != "chat":  # the chat is interactive; everything else is text a plugin may have written
         sys.stdout, sys.stderr = EscapingStream(sys.stdout), EscapingStream(sys.stderr)
     try:
         if wanted:
-            # A plugin's command, --help or a completion: the plugins' CLI commands are needed.
+            # A plugin's command, or completing its arguments: its parser is its code's.
             kernel = loaded_kernel(save=not only_prints)
             with output.stdout_to_stderr():  # their setup code runs; --help output must stay clean
                 _add_plugin_commands(commands, kernel)
+        elif listed:
+            _add_offered_commands(parser, commands)
         if completing:
             completion.autocomplete(parser)  # answers on argcomplete's channel and exits
         args = parser.parse_args(argv)
+        if not only_prints and not run_choice(os.environ)[1]:  # not under --no-plugins
+            _report_run_disables(from_environment)
         plugin_command = getattr(args, "plugin_command", None)
         if plugin_command is not None and kernel is not None:
             return _run_plugin_command(plugin_command, args)
@@ -119,6 +126,29 @@ def version_line() -> str:
     from ..core.markers import __version__
 
     return f"hermes-kernel {__version__} (Python {platform.python_version()}, pluggy {pluggy.__version__})"
+
+
+def _add_offered_commands(parser: argparse.ArgumentParser, commands: Any) -> None:
+    """List the plugins' commands as the last load saw them (see :mod:`.offered`); imports nothing."""
+    kernel = Kernel()
+    kernel.write_caches = False
+    try:
+        found, unknown = offered.offered(kernel)
+    except Exception as exc:  # help must print whatever the saved state holds
+        print(f"warning: plugins' commands cannot be listed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        found, unknown = [], True
+    finally:
+        kernel.shutdown()
+    for command in found:
+        if command.name in commands.choices:
+            continue
+        label = f"[plugin {command.plugin}]"
+        commands.add_parser(command.name, help=f"{command.help} {label}" if command.help else label)
+    if unknown:
+        parser.epilog = (
+            "Plugins not loaded yet may add commands of their own: `hermes-kernel plugins list --refresh` "
+            "loads them (help and completion import no plugin code)."
+        )
 
 
 def _add_plugin_commands(commands: Any, kernel: Kernel) -> None:
@@ -217,6 +247,39 @@ def _take_run_options(argv: list[str], builtins: set[str]) -> list[str]:
     return rest
 
 
+def _names_given(value: str | None) -> list[str]:
+    """The names of a ``HERMES_DISABLE_PLUGINS`` value, in order, each once."""
+    return list(dict.fromkeys(n.strip() for n in (value or "").split(",") if n.strip()))
+
+
+def _report_run_disables(from_environment: list[str]) -> None:
+    """Say on stderr which plugin each ``--disable`` / ``HERMES_DISABLE_PLUGINS`` name switches off for
+    this run, and warn about a name that matches none (reads manifests; imports nothing)."""
+    given = _names_given(os.environ.get(DISABLE_VARIABLE))
+    if not given:
+        return
+    kernel = Kernel()
+    kernel.write_caches = False
+    try:
+        merged, _every = discover(kernel)
+    finally:
+        kernel.shutdown()
+    for name in given:
+        origin = DISABLE_VARIABLE if name in from_environment else "--disable"
+        hits = [key for key in sorted(merged) if matches_for_run({name}, merged[key]) is not None]
+        if hits:
+            plugins = ", ".join(f"'{key}'" for key in hits)
+            told = f"plugin {plugins} is" if len(hits) == 1 else f"plugins {plugins} are"
+            print(f"{origin} {name}: {told} off for this run", file=sys.stderr)
+        else:
+            print(
+                f"warning: {origin} {name} matches no plugin (a plugin is matched by its name, folder, "
+                "entry-point name or category path such as platforms/irc, in any case); see "
+                "`hermes-kernel plugins list`",
+                file=sys.stderr,
+            )
+
+
 def _parser() -> tuple[argparse.ArgumentParser, Any]:
     parser = Parser(
         prog="hermes-kernel",
@@ -291,6 +354,7 @@ def _plugins_list(args: argparse.Namespace) -> int:
         if args.refresh or kernel.debug:
             load(kernel)
             kernel.save_plugin_state()
+            offered.save(kernel)
             rows = [(p, "current") for p in kernel.plugins]
         else:
             # From manifests and the last load's saved list: no plugin code is imported.

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from ..core.kernel import Kernel
 from ..core.log import redacted, shown
 from . import output
-from .common import HookFailures
+from .common import HookFailures, left_off_notice
 
 if TYPE_CHECKING:
     from ..agent import AgentSession, TurnResult
@@ -261,6 +261,9 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     kernel = loaded_kernel()
     try:
+        notice = left_off_notice(kernel)
+        if notice is not None:
+            print(notice, file=sys.stderr)
         failures = HookFailures(kernel)
         session = AgentSession(kernel, platform="cli")
         try:
@@ -511,6 +514,9 @@ def _chat(args: argparse.Namespace) -> int:
     try:
         session = AgentSession(kernel, platform="cli")
         chat = Chat(kernel, session, interactive=sys.stdin.isatty())
+        notice = left_off_notice(kernel)
+        if notice is not None:
+            chat.warn(notice)
         install_host_commands(kernel, session, chat)
         try:
             return chat.loop()

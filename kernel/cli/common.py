@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import re
 import sys
 from collections.abc import Callable, Iterable
@@ -29,6 +30,9 @@ def loaded_kernel(home: str | None = None, *, save: bool = True) -> Kernel:
     load(kernel)
     if save:
         kernel.save_plugin_state()
+        from .offered import save as save_offered
+
+        save_offered(kernel)  # the help texts of its commands, for --help and completion
     for problem in kernel.problems:
         print(f"warning: {problem}", file=sys.stderr)
     return kernel
@@ -266,6 +270,60 @@ def plugin_status(info: PluginInfo) -> str:
     if "(missing: " in error:
         return "disabled (missing environment variables)"
     return "failed"
+
+
+#: The plugins the CLI has said a home Hermes used leaves off (so that it says so once), under the home.
+TOLD_FILE = Path("cache") / "left-off-told.json"
+
+
+def left_off(kernel: Kernel) -> tuple[str | None, list[str]]:
+    """What shows that Hermes Agent used the kernel's home, when config.yaml has no ``plugins.enabled``
+    (``None`` otherwise), and the plugins that leaves off for that reason."""
+    from ..core.config import hermes_marker, section
+
+    if section(kernel.config, "plugins", "enabled") is not None:
+        return None, []
+    marker = hermes_marker(kernel.home, kernel.config)
+    if marker is None:
+        return None, []
+    return marker, [p.name for p in kernel.plugins if (p.error or "").startswith(NOT_ENABLED)]
+
+
+def told_left_off(kernel: Kernel, names: Iterable[str]) -> None:
+    """Remember that the user was told ``names`` are left off (see :func:`left_off_notice`)."""
+    from ..core import state
+
+    path = kernel.home / TOLD_FILE
+    known = _told(path)
+    if not set(names) <= known:
+        state.write_atomic(path, json.dumps(sorted(known | set(names))))
+
+
+def left_off_notice(kernel: Kernel) -> str | None:
+    """Once per plugin: which plugins a home Hermes Agent has used leaves off, why, and how to turn
+    one on; ``None`` when there is nothing new to say.  What was said is remembered in the home's
+    cache folder (:data:`TOLD_FILE`)."""
+    marker, names = left_off(kernel)
+    new = [name for name in names if name not in _told(kernel.home / TOLD_FILE)]
+    if marker is None or not new:
+        return None
+    told_left_off(kernel, new)
+    return (
+        f"note: Hermes Agent has used {kernel.home} ({marker}) and its config.yaml has no plugins.enabled, "
+        f"so, as in Hermes, only bundled plugins run; left off: {', '.join(new)}. To turn one on: "
+        + "; ".join(f"hermes-kernel plugins enable {name}" for name in new)
+        + " (said once)"
+    )
+
+
+def _told(path: Path) -> set[str]:
+    try:
+        if path.stat().st_size > 1024 * 1024:
+            return set()
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return set()
+    return {name for name in data if isinstance(name, str)} if isinstance(data, list) else set()
 
 
 def dump_json(data: Any) -> None:

@@ -3,7 +3,9 @@
 ``hermes-kernel completion bash|zsh|fish`` prints the shell code that turns completion on; the shell
 then runs ``hermes-kernel`` with argcomplete's variables (``_ARGCOMPLETE``, ``COMP_LINE``,
 ``COMP_POINT``) at each Tab, and :func:`autocomplete` answers from the parser.  argcomplete is
-imported only then, never by an ordinary run.
+imported only then, never by an ordinary run.  Completing a command's name imports no plugin code
+(the plugins' commands come from the last load, see :mod:`.offered`); completing the arguments of a
+plugin's own command loads the plugins, whose code defines them.
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Container
 from typing import Any
 
 from . import output
@@ -54,9 +55,9 @@ def requested() -> bool:
     return "_ARGCOMPLETE" in os.environ
 
 
-def needs_plugins(builtins: Container[str]) -> bool:
-    """Whether completing the shell's line needs the plugins' commands: not when the line's
-    command is a built-in one, typed in full (``hermes-kernel plugins <Tab>``)."""
+def typed_command() -> str | None:
+    """The command of the shell's line, typed in full (the word being completed is not yet one):
+    ``plugins`` for ``hermes-kernel plugins <Tab>``, ``None`` for ``hermes-kernel plu<Tab>``."""
     line = os.environ.get("COMP_LINE", "")
     try:
         point = int(os.environ.get("COMP_POINT", len(line)))
@@ -71,7 +72,7 @@ def needs_plugins(builtins: Container[str]) -> bool:
     if words and not typed[-1:].isspace():
         words = words[:-1]  # the word being completed
     commands = [word for word in words if not word.startswith("-")]
-    return not commands or commands[0] not in builtins
+    return commands[0] if commands else None
 
 
 def autocomplete(parser: argparse.ArgumentParser) -> None:

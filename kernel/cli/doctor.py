@@ -9,7 +9,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import output
-from .common import DISABLED_BY_CONFIG, DISABLED_FOR_RUN, NOT_ENABLED, dump_json, manifest_at
+from .common import (
+    DISABLED_BY_CONFIG,
+    DISABLED_FOR_RUN,
+    NOT_ENABLED,
+    dump_json,
+    left_off,
+    manifest_at,
+    told_left_off,
+)
 
 if TYPE_CHECKING:
     from ..core.kernel import Kernel, PluginInfo
@@ -58,6 +66,7 @@ def doctor_command(args: argparse.Namespace) -> int:
     with Kernel() as kernel:
         kernel.load()
         findings = diagnose(kernel, environ)
+        told_left_off(kernel, left_off(kernel)[1])
         plugins = kernel.plugins
         tools = len(kernel.tools)
         home = kernel.home
@@ -83,9 +92,14 @@ def doctor_command(args: argparse.Namespace) -> int:
     enabled = sum(1 for p in plugins if p.enabled)
     if errors:
         output.line(f"{errors} problem(s), {warnings} warning(s).", "error")
+    elif warnings:
+        # A warning may be a setting ignored or a plugin left off: never "all is well" over one.
+        output.line(
+            f"No errors, but {warnings} warning(s) above: {enabled} plugin(s) enabled, {tools} tool(s).",
+            "warning",
+        )
     else:
-        extra = f", {warnings} warning(s)" if warnings else ""
-        output.line(f"All is well: {enabled} plugin(s) enabled, {tools} tool(s){extra}.", "ok")
+        output.line(f"All is well: {enabled} plugin(s) enabled, {tools} tool(s).", "ok")
     return 1 if errors else 0
 
 
@@ -107,6 +121,7 @@ def diagnose(kernel: Kernel, environ: dict[str, str]) -> list[Finding]:
             text = str(problem).removeprefix("config.yaml: ") if hasattr(problem, "fix") else str(problem)
             findings.append(Finding(level, "config", str(config_file), text, fix))
 
+    marker, _names = left_off(kernel)
     for info in kernel.plugins:
         manifest = manifest_at(info.path)
         subject = f"'{info.name}'"
@@ -119,12 +134,18 @@ def diagnose(kernel: Kernel, environ: dict[str, str]) -> list[Finding]:
                 findings.append(Finding("info", "surface", subject, error, fix))
                 continue
         if error.startswith(NOT_ENABLED):
+            why = (
+                "config.yaml has plugins.enabled, which does not list it"
+                if marker is None
+                else f"Hermes Agent has used this home ({marker}) and config.yaml has no plugins.enabled, "
+                "so only bundled plugins run, as in Hermes"
+            )
             findings.append(
                 Finding(
                     "warning",
                     "plugin",
                     subject,
-                    "not enabled: config.yaml has plugins.enabled, which does not list it",
+                    f"not enabled: {why}",
                     f"hermes-kernel plugins enable {info.name}",
                 )
             )
@@ -187,7 +208,9 @@ def diagnose(kernel: Kernel, environ: dict[str, str]) -> list[Finding]:
             findings.append(Finding("info", "surface", f"'{info.name}'", f"{info.kind}: {summary}"))
 
     for row in kernel.gateway.status():
-        state = f"enabled ({row.source})" if row.enabled else f"not enabled: {row.reason}"
+        # The reason may say "not enabled: ..." itself (see kernel.gateway.runner.platform_config).
+        reason = row.reason if row.reason.startswith("not enabled") else f"not enabled: {row.reason}"
+        state = f"enabled ({row.source})" if row.enabled else reason
         findings.append(Finding("info", "platform", f"'{row.name}'", f"{row.label}: {state}"))
 
     for tool in kernel.tools.all():

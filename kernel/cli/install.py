@@ -131,6 +131,13 @@ def add_commands(plugin_actions: Any) -> None:
     )
     install.add_argument("--subdir", help="the plugin's directory inside the source (e.g. a repository)")
     install.add_argument("--ref", help="the git branch or tag to clone")
+    install.add_argument(
+        "--enable",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="where only enabled plugins run (a home Hermes Agent has used, or a plugins.enabled list), "
+        "enable it (--enable) or leave it off (--no-enable) without asking",
+    )
     _add_pip_arg(install, "an extra pip option, repeatable (--pip-arg=--no-index)")
     install.set_defaults(handler=plugins_install)
 
@@ -358,6 +365,11 @@ def plugins_install(args: argparse.Namespace) -> int:
             origin = {"kind": "dir", "path": str(plugin_path.resolve())}
         plugin_dir = root / args.subdir if args.subdir else root
         shown = (root, source.value) if source.kind == "git" else None
+        linked = _source_links(root, args.subdir)
+        if linked is not None:
+            if shown is not None:  # a temporary clone: name the URL instead
+                linked = linked.replace(str(root), source.value)
+            return fail(f"{args.source}: {linked}; nothing was installed")
         return _install_directory(args, plugin_dir, origin=origin, shown_root=shown)
 
 
@@ -477,6 +489,61 @@ def _not_regular(root: Path) -> list[str]:
     return sorted(found)
 
 
+def _link_on_the_way(root: Path, subdir: str | None) -> str | None:
+    """The first folder of ``subdir`` under ``root`` that is a symbolic link (``path -> target``)."""
+    at = root
+    for part in Path(subdir).parts if subdir else ():
+        at = at / part
+        if at.is_symlink():
+            return f"{at.relative_to(root).as_posix()} -> {os.readlink(at)}"
+    return None
+
+
+def _source_links(root: Path, subdir: str | None) -> str | None:
+    """Why the plugin folder ``root/subdir`` is not installed for a link on the way to it or inside it;
+    ``None`` when there is none.  Nothing a link points to is read: not even the manifest."""
+    link = _link_on_the_way(root, subdir)
+    if link is not None:
+        return (
+            f"--subdir {subdir} goes through the symbolic link '{link}' inside the source; an install "
+            "copies only what its source holds, never what a link points to: give --subdir the real "
+            "folder, or put the plugin's own files in the source instead of the link"
+        )
+    plugin_dir = root / subdir if subdir else root
+    # Only a folder that is meant to be the plugin: without a manifest, validation says what is missing.
+    if not any(os.path.lexists(plugin_dir / name) for name in MANIFEST_NAMES):
+        return None
+    unsafe = _not_regular(plugin_dir)
+    if not unsafe:
+        return None
+    shown = ", ".join(unsafe[:5]) + (f" and {len(unsafe) - 5} more" if len(unsafe) > 5 else "")
+    return (
+        f"{plugin_dir} holds entries that are not regular files or folders ({shown}); a plugin is installed "
+        "from its own regular files only (a symbolic link could copy files from outside it): replace each "
+        "link by the file or folder itself"
+    )
+
+
+def _pip_project_links(project: Path) -> str | None:
+    """Why the local pip project ``project`` is not built: a symbolic link in it that leads outside it
+    (the build would copy what it points to into the package); ``None`` when there is none.  Links
+    inside its top-level ``.git`` and virtual environments (a ``pyvenv.cfg``) are not looked at."""
+    top = os.path.realpath(project)
+    for folder, dirs, files in os.walk(project, followlinks=False):
+        for name in [*dirs, *files]:
+            path = Path(folder) / name
+            if path.is_symlink() and os.path.commonpath([top, os.path.realpath(path)]) != top:
+                rel = path.relative_to(project).as_posix()
+                return (
+                    f"{project}: '{rel} -> {os.readlink(path)}' is a symbolic link to outside the project; "
+                    "building it would copy what the link points to into the installed package: replace "
+                    "the link by the file or folder itself"
+                )
+        if Path(folder) == project:  # os.walk never enters a linked folder; these are not packaged
+            dirs[:] = [d for d in dirs if d != ".git" and not (project / d / "pyvenv.cfg").is_file()]
+    return None
+
+
 def tree_hashes(root: Path) -> dict[str, str]:
     """SHA-256 of each file under ``root`` that an install copies (relative path: hex digest)."""
     import hashlib
@@ -557,12 +624,13 @@ def _place(
         return fail(f"cannot create {plugins_root}: {exc}; {nothing}")
     try:
         staged = staging / dest.name
+        # A link that appeared after the check above is copied as a link, never followed, then refused.
         shutil.copytree(
-            plugin_dir,
-            staged,
-            ignore=shutil.ignore_patterns(*_NOT_COPIED, "*.pyc"),
-            ignore_dangling_symlinks=True,
+            plugin_dir, staged, symlinks=True, ignore=shutil.ignore_patterns(*_NOT_COPIED, "*.pyc")
         )
+        unsafe = _not_regular(staged)
+        if unsafe:
+            return fail(f"{origin} changed while it was copied (a link appeared: {unsafe[0]}); {nothing}")
         files = tree_hashes(staged)
         try:
             answers, missing = _ask_env(home, manifest, no_input=no_input)
@@ -635,6 +703,7 @@ def _install_directory(
     if previous is not None and previous.source != "user":
         print(f"note: it overrides the {previous.source} plugin '{manifest.name}' ({previous.where})")
     missing = {manifest.name: [v.name for v in placed.missing]}
+    offer_enable(args, [(manifest.name, "user", manifest)])
     report_outcome([(manifest.name, "user", str(dest))], verb="installed", missing=missing)
     return 0
 
@@ -731,6 +800,57 @@ _REFUSED_TOOL = re.compile(r"^tool '([^']+)' of plugin '([^']*)' was refused: pl
 _TOOL_NOTE = re.compile(r"^tool '([^']+)'")
 
 
+def offer_enable(args: argparse.Namespace, targets: list[tuple[str, str, Manifest | None]]) -> None:
+    """Say which rule decides whether the installed plugins (key, source, manifest) run in this home,
+    and enable those that need it when ``--enable`` says so or the user, asked on a terminal, agrees.
+
+    The rules: a ``plugins.enabled`` list runs only what it names; a home Hermes Agent has used and
+    that has no list runs only bundled plugins (as Hermes); any other home runs every plugin it finds.
+    """
+    from ..core.records import _Record
+    from .plugins import enable_plugin
+
+    with unloaded_kernel() as kernel:
+        home, choice = kernel.home, kernel._disabled_names()
+    config_file = home / "config.yaml"
+    left_off = [
+        key
+        for key, source, manifest in targets
+        if choice.unlisted(
+            _Record(
+                name=key, source=source, manifest=manifest, kind=manifest.kind if manifest else "standalone"
+            )
+        )
+    ]
+    if choice.enabled is None and choice.opt_in is None:
+        keys = ", ".join(f"'{key}'" for key, _source, _manifest in targets)
+        print(
+            f"{keys}: no need to enable it here: {config_file} has no plugins.enabled list and Hermes "
+            "Agent has not used this home, so every plugin in it runs unless plugins.disabled names it"
+            + (" (--no-enable changes nothing here)" if args.enable is False else "")
+        )
+        return
+    if choice.enabled is not None:
+        rule = f"{config_file} has a plugins.enabled list: only the plugins it names run"
+    else:
+        rule = (
+            f"Hermes Agent has used this home ({choice.opt_in}) and {config_file} has no plugins.enabled: "
+            "as in Hermes, only bundled plugins run until others are enabled"
+        )
+    for key in left_off:
+        wanted = args.enable
+        if wanted is None and not args.no_input and sys.stdin.isatty():
+            print(rule)
+            try:
+                answer = input(f"Enable '{key}' now (it is added to plugins.enabled)? [y/N] ")
+            except (EOFError, KeyboardInterrupt):
+                print()
+                answer = ""
+            wanted = answer.strip().lower() in ("y", "yes")
+        if wanted:
+            enable_plugin(key)
+
+
 def report_outcome(
     targets: list[tuple[str, str, str | None]],
     *,
@@ -806,6 +926,12 @@ def _status_line(info: Any, home: Path, extra_path: str | None, missing: list[st
         return (
             f"'{key}' is disabled: plugins.disabled in {home / 'config.yaml'} lists it; "
             f"turn it on with: hermes-kernel plugins enable {key}{also}"
+        ), False
+    if error.startswith(NOT_ENABLED) and "plugins.enabled does not list it" not in error:
+        return (
+            f"'{key}' does not run: Hermes Agent has used {home} and {home / 'config.yaml'} has no "
+            f"plugins.enabled list, so only bundled plugins run; turn it on with: "
+            f"hermes-kernel plugins enable {key}{also}"
         ), False
     if error.startswith(NOT_ENABLED):
         return (
@@ -963,6 +1089,9 @@ def _absolute_target(pip_args: list[str]) -> tuple[list[str], str | None]:
 
 
 def _install_pip(args: argparse.Namespace, requirement: str) -> int:
+    linked = _pip_project_links(Path(requirement)) if Path(requirement).is_dir() else None
+    if linked is not None:
+        return fail(f"{linked}; nothing was installed")
     pip_args, target = _absolute_target(args.pip_args)
     before = _installed_names(target)
     command = [sys.executable, "-m", "pip", "install", "--disable-pip-version-check"]
@@ -1036,6 +1165,7 @@ def _install_pip(args: argparse.Namespace, requirement: str) -> int:
         targets += [(ep.name, "entrypoint", None) for ep in entry_points]
     if target:
         print(f"note: installed into {target}; the kernel finds it only when that directory is on PYTHONPATH")
+    offer_enable(args, [(name, source, None) for name, source, _path in targets])
     report_outcome(targets, verb="installed", extra_path=target, missing=missing)
     return 0
 
@@ -1305,6 +1435,12 @@ def _update_directory(home: Path, dirname: str, record: dict[str, Any], args: ar
                 "would replace them: copy them elsewhere, then run: "
                 f"hermes-kernel plugins update {dirname} --force"
             )
+        linked = _source_links(root, subdir if kind == "git" else None)
+        if linked is not None:
+            linked = linked.replace(str(root), where) if kind == "git" else linked
+            return fail(
+                f"cannot update '{name}': the new version from {where} is not installable: {linked}; {kept}"
+            )
         try:
             manifest = _validate_plugin_dir(plugin_dir)
         except ValueError as exc:
@@ -1352,6 +1488,9 @@ def _update_package(home: Path, package: str, record: dict[str, Any], args: argp
             f"command runs in {sys.prefix}; run it with that Python: "
             f"{python} -m kernel plugins update {eps[0] if eps else name}"
         )
+    linked = _pip_project_links(Path(requirement)) if Path(requirement).is_dir() else None
+    if linked is not None:
+        return fail(f"cannot update '{name}': {linked}; the installed version stays")
     before = _installed_names(target)
     old = _distributions(name, target)
     old_version = old[0].version if old else None

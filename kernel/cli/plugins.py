@@ -6,7 +6,7 @@ import argparse
 import os
 from typing import TYPE_CHECKING, Any
 
-from ..core.config import plugin_names, read_dotenv, section
+from ..core.config import hermes_marker, plugin_names, read_dotenv, section
 from ..core.discovery import (
     Candidate,
 )
@@ -288,6 +288,7 @@ def _set_disabled(name: str, *, disable: bool) -> int:
     with unloaded_kernel() as kernel:
         merged, _every = discover(kernel)
         home, config = kernel.home, kernel.config
+    opt_in = hermes_marker(home, config)
     items = candidate_items(merged.values())
     found = resolve_name(name, items)
     listed = section(config, "plugins", "disabled")
@@ -338,6 +339,16 @@ def _set_disabled(name: str, *, disable: bool) -> int:
         if allowed is not None and not names & set(allowed):
             plugins["enabled"] = [*allowed, key]
             done.append("added it to plugins.enabled")
+        elif allowed is None and cand is not None and _needs_listing(cand, opt_in):
+            # A home Hermes has used: the list starts here, with the bundled plugins that ran without it.
+            kept = [
+                c.key
+                for c in merged.values()
+                if c.source == "bundled" and _needs_listing(c, "") and c.key not in disabled
+            ]
+            plugins["enabled"] = [*kept, key]
+            also = f" and the bundled plugins that ran without a list ({', '.join(kept)})" if kept else ""
+            done.append(f"created plugins.enabled with it{also}")
         return bool(done)
 
     try:
@@ -359,6 +370,22 @@ def _set_disabled(name: str, *, disable: bool) -> int:
     if cand is not None and cand.error:
         print(f"note: '{key}' cannot load: {cand.error}")
     return 0
+
+
+def _needs_listing(cand: Candidate, opt_in: str | None) -> bool:
+    """Whether ``cand`` runs only when ``plugins.enabled`` lists it: with any list (``opt_in`` ``""``),
+    or with none in a home Hermes has used (``opt_in`` the marker; ``None``: a home the kernel made)."""
+    from ..core.records import Choice, _Record
+
+    if opt_in is None:
+        return False
+    choice = Choice(disabled=set(), enabled=set() if opt_in == "" else None, opt_in=opt_in or None)
+    return choice.unlisted(_Record.from_candidate(cand))
+
+
+def enable_plugin(name: str) -> int:
+    """``hermes-kernel plugins enable NAME``: the exit code (the command's own output is printed)."""
+    return _set_disabled(name, disable=False)
 
 
 # --------------------------------------------------------------------------- plugins install

@@ -202,6 +202,30 @@ def read_dotenv(home: Path) -> dict[str, str]:
     return {k: v for k, v in values.items() if v is not None}
 
 
+#: What Hermes Agent leaves in a home it has used and the kernel never writes: files and folders.
+HERMES_FILES = ("SOUL.md", "state.db")
+HERMES_FOLDERS = ("sessions",)
+
+
+def hermes_marker(home: Path, config: Mapping[str, Any]) -> str | None:
+    """What shows that Hermes Agent has used ``home``, or ``None`` for a home the kernel made.
+
+    The markers, checked in this order: ``_config_version`` at the top of ``config`` (the home's
+    config.yaml as read), the files ``SOUL.md`` and ``state.db``, the folder ``sessions/``.  In such a
+    home, plugins other than the bundled ones run only when ``plugins.enabled`` lists them, as in
+    Hermes.  Costs a few ``stat`` calls; reads no file.
+    """
+    if isinstance(config, Mapping) and "_config_version" in config:
+        return "config.yaml has _config_version"
+    for name in HERMES_FILES:
+        if os.path.isfile(home / name):
+            return f"{name} is there"
+    for name in HERMES_FOLDERS:
+        if os.path.isdir(home / name):
+            return f"{name}/ is there"
+    return None
+
+
 def section(config: Mapping[str, Any], *keys: str) -> Any:
     """``config[k1][k2]...`` or ``None`` when any level is missing or not a mapping."""
     node: Any = config

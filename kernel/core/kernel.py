@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from . import environ, hookspecs, state, watchdog
-from .config import load_config, plugin_names, read_dotenv, resolve_home, section, truthy
+from .config import hermes_marker, load_config, plugin_names, read_dotenv, resolve_home, section, truthy
 from .discovery import (
     ENTRY_POINT_GROUPS,
     Candidate,
@@ -37,6 +37,7 @@ from .records import (
     _Record,
     run_choice,
 )
+from .running import RUNNING
 from .services import Service, ServiceManager
 
 #: Where the entry points of the installed distributions are remembered (see discovery.scan_entry_points).
@@ -91,7 +92,9 @@ class Kernel(Loader):
         # Locks of attached services that a loader thread borrows along with the kernel's (_each_bounded).
         self._lendable: list[watchdog.SharedRLock] = []
         self.pm = KernelPluginManager(self)
-        self._hooks = HookEngine(self.pm, self._on_hook_failure, timeout=self._seconds("hook_timeout", None))
+        self._hooks = HookEngine(
+            self.pm, self._on_hook_failure, timeout=self._seconds("hook_timeout", None), owner=self
+        )
         # Each plugin's import and register() are bounded by this (see _each_bounded).
         self._register_timeout = self._seconds("register_timeout", DEFAULT_REGISTER_TIMEOUT)
         self.pm.engine = self._hooks
@@ -287,6 +290,8 @@ class Kernel(Loader):
         trees.extend(state.tree_signature(self.home / path) for path in self._services.paths())
         service_env = [os.environ.get(n) or dotenv.get(n) for n in self._services.env_names()]
         for_run = [self.environ.get(n) for n in RUN_CHOICE_VARIABLES]
+        # Whether Hermes has used the home (a SOUL.md written since) changes which plugins load.
+        for_run.append(hermes_marker(self.home, self.config))
         return state.fingerprint([__version__, self.config, present, candidates, trees, service_env, for_run])
 
     def shutdown(self) -> None:
@@ -411,6 +416,7 @@ class Kernel(Loader):
             self._slow_context,
         )
         strip, join = str.strip, "\n\n".join
+        mark, unmark = RUNNING.set, RUNNING.reset
 
         def pre_llm_context(**kwargs: Any) -> str:
             chain = fast_get("pre_llm_call")
@@ -418,19 +424,23 @@ class Kernel(Loader):
                 return slow(kwargs)
             results: list[Any] = []
             append = results.append
-            for call in chain.calls:
-                try:
-                    append(call(**kwargs))
-                except BaseException as exc:
-                    failed(chain, call, exc)
-                    append(None)
+            token = mark(self)
             try:
-                # str.strip, a C method, runs no method of a str subclass; anything else is a TypeError.
-                if all(map(strip, results)):
-                    return join(results)
-            except TypeError:
-                pass
-            return join(pieces(chain, results))
+                for call in chain.calls:
+                    try:
+                        append(call(**kwargs))
+                    except BaseException as exc:
+                        failed(chain, call, exc)
+                        append(None)
+                try:
+                    # str.strip, a C method, runs no method of a str subclass; anything else is a TypeError.
+                    if all(map(strip, results)):
+                        return join(results)
+                except TypeError:
+                    pass
+                return join(pieces(chain, results))
+            finally:
+                unmark(token)
 
         return pre_llm_context
 
@@ -574,6 +584,8 @@ class Kernel(Loader):
             if names is not None:
                 setattr(choice, key, set(names))
         choice.for_run, choice.none = run_choice(self.environ)
+        if choice.enabled is None:
+            choice.opt_in = hermes_marker(self.home, self.config)
         return choice
 
     # -- internals: k.pm -------------------------------------------------------

@@ -104,15 +104,15 @@ class Loader:
         manifest = record.manifest
         if self.pm.is_blocked(record.name):
             return BLOCKED, []
-        names = {record.name} | ({manifest.name} if manifest is not None else set())
         if choice.none:
             return f"{DISABLED_FOR_RUN} (--no-plugins / {NO_PLUGINS_VARIABLE})", []
-        if names & choice.for_run:
-            return f"{DISABLED_FOR_RUN} (--disable / {DISABLE_VARIABLE})", []
+        given = choice.off_for_run(record)
+        if given is not None:
+            return f"{DISABLED_FOR_RUN} (--disable / {DISABLE_VARIABLE}: '{given}')", []
         if record.name in choice or (manifest is not None and manifest.name in choice):
             return "disabled via config (plugins.disabled)", []
         if choice.unlisted(record):
-            return not_enabled_error(record.name), []
+            return not_enabled_error(record.name, choice.opt_in if choice.enabled is None else None), []
         if manifest is not None:
             missing = [v.name for v in manifest.requires_env if not self.environ.get(v.name)]
             if missing:

@@ -17,6 +17,8 @@ SOURCE_RANK = {"bundled": 0, "user": 1, "project": 2, "entrypoint": 3, "runtime"
 BLOCKED = "blocked (k.pm.set_blocked): nothing of it is loaded"
 # The start of the error of a plugin that ``plugins.enabled`` (Hermes' allow-list) does not list.
 NOT_ENABLED = "not enabled in config"
+#: The sources whose plugins are off in a home Hermes has used until ``plugins.enabled`` lists them.
+OPT_IN_SOURCES = frozenset({"user", "project", "entrypoint"})
 
 
 @dataclass
@@ -29,18 +31,26 @@ class Choice:
     # Off for this run only: ``HERMES_DISABLE_PLUGINS`` (the CLI's ``--disable``), ``HERMES_NO_PLUGINS``.
     for_run: set[str] = field(default_factory=set)
     none: bool = False
+    # Set when the home is one Hermes Agent has used (what shows it: see config.hermes_marker) and
+    # config.yaml has no ``plugins.enabled``: then user, project and entry-point plugins need listing.
+    opt_in: str | None = None
 
     def unlisted(self, record: _Record) -> bool:
-        """Whether an allow-list is set and does not list ``record``'s plugin (by key or manifest name).
+        """Whether an allow-list applies to ``record``'s plugin and does not list it (by key or
+        manifest name).
 
-        As in Hermes, plugins that another setting chooses are exempt: model providers, memory
-        and context-engine plugins (``memory.provider``, ``context.engine``), and the bundled
-        backends and platform adapters.
+        The allow-list is ``plugins.enabled``; in a home Hermes has used and that has none (see
+        :attr:`opt_in`), an empty one for the plugins that are not bundled.  As in Hermes, plugins
+        that another setting chooses are exempt: model providers, memory and context-engine plugins
+        (``memory.provider``, ``context.engine``), and the bundled backends and platform adapters.
         """
-        if self.enabled is None:
-            return False
+        listed = self.enabled
+        if listed is None:
+            if self.opt_in is None or record.source not in OPT_IN_SOURCES:
+                return False
+            listed = set()
         names = {record.name} | ({record.manifest.name} if record.manifest else set())
-        if names & self.enabled or record.is_model_provider:
+        if names & listed or record.is_model_provider:
             return False
         if record.kind == "exclusive" or record.name.startswith(("memory/", "context_engine/")):
             return False
@@ -51,6 +61,11 @@ class Choice:
 
     def __contains__(self, name: object) -> bool:
         return name in self.disabled
+
+    def off_for_run(self, record: _Record) -> str | None:
+        """The name given to ``--disable`` / ``HERMES_DISABLE_PLUGINS`` that switches ``record``'s
+        plugin off for this run (see :func:`matches_for_run`), or ``None``."""
+        return matches_for_run(self.for_run, record)
 
 
 # The variables that switch plugins off for one run (the CLI's --disable NAME and --no-plugins set them).
@@ -68,8 +83,38 @@ def run_choice(environ: Any) -> tuple[set[str], bool]:
     return names, flag not in ("", "0", "false", "no", "off")
 
 
-def not_enabled_error(key: str) -> str:
-    return f"{NOT_ENABLED} (plugins.enabled does not list it): run `hermes-kernel plugins enable {key}`"
+def run_names(plugin: Any) -> set[str]:
+    """The names ``--disable`` knows ``plugin`` (a record or a discovery candidate) by, case-folded:
+    its name (key), its manifest's name, its folder, its entry point's name; a plugin of a category
+    folder is keyed by its category path (``platforms/irc``)."""
+    key = getattr(plugin, "name", None) if isinstance(plugin, _Record) else getattr(plugin, "key", None)
+    manifest = getattr(plugin, "manifest", None)
+    path = getattr(plugin, "path", None)
+    entry_point = getattr(plugin, "entry_point", None)
+    names = {key, manifest.name if manifest is not None else None, path.name if path is not None else None}
+    names.add(getattr(entry_point, "name", None))
+    return {name.casefold() for name in names if isinstance(name, str) and name}
+
+
+def matches_for_run(given: set[str], plugin: Any) -> str | None:
+    """The first (in sorted order) of the ``given`` names that names ``plugin`` (see :func:`run_names`)."""
+    if not given:
+        return None
+    names = run_names(plugin)
+    return next((name for name in sorted(given) if name.strip().casefold() in names), None)
+
+
+def not_enabled_error(key: str, opt_in: str | None = None) -> str:
+    """Why ``key`` is not loaded when an allow-list leaves it out; ``opt_in`` is what shows that
+    Hermes used the home when there is no ``plugins.enabled`` (see :class:`Choice`)."""
+    if opt_in is None:
+        why = "plugins.enabled does not list it"
+    else:
+        why = (
+            f"Hermes Agent has used this home: {opt_in}; without plugins.enabled in config.yaml only "
+            "bundled plugins run, as in Hermes"
+        )
+    return f"{NOT_ENABLED} ({why}): run `hermes-kernel plugins enable {key}`"
 
 
 class SurfaceError(Exception):

@@ -14,6 +14,7 @@ that peers send (model responses, tool-call arguments, structured replies).
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -104,19 +105,36 @@ def read_yaml(path: Path, max_bytes: int, what: str) -> Any:
 
 
 def load_yaml(text: str) -> Any:
-    """Load YAML text with the safe loader, refusing alias bombs and self-references."""
-    if "*" in text:
-        _check_aliases(text)
-    return _yaml().load(text, Loader=_loader())
+    """Load YAML text with the safe loader, refusing alias bombs and self-references.
+
+    What the C loader refuses is read again by PyYAML's own safe loader, so a file reads as
+    ``yaml.safe_load`` reads it (libyaml refuses some valid escapes, e.g. ``"\\ud83d\\ude00"``).
+    """
+    yaml = _yaml()
+    try:
+        if "*" in text:
+            _check_aliases(text)
+        return yaml.load(text, Loader=_loader())
+    except yaml.YAMLError as exc:
+        # libyaml's nesting limit (1000 levels) is beyond what PyYAML's recursive reader can follow.
+        if isinstance(exc, _refused_class()) or _loader() is yaml.SafeLoader or "nesting" in str(exc):
+            raise
+        refused = exc
+    try:
+        if "*" in text:
+            _check_aliases(text, yaml.SafeLoader)
+        return yaml.load(text, Loader=yaml.SafeLoader)
+    except RecursionError:
+        raise refused from None
 
 
-def _check_aliases(text: str) -> None:
+def _check_aliases(text: str, loader: Any = None) -> None:
     # The size each anchored node expands to, counted over the parser's events
     # (no object is built): an alias adds its anchor's size where it stands.
     sizes: dict[str, int] = {}
     stack: list[list[Any]] = [[None, 0]]  # [anchor, size so far] of each open collection
     yaml = _yaml()
-    for event in yaml.parse(text, Loader=_loader()):
+    for event in yaml.parse(text, Loader=loader or _loader()):
         if isinstance(event, yaml.CollectionStartEvent):
             stack.append([event.anchor, 1])
             continue
@@ -204,3 +222,32 @@ def load_json(
         if problem is not None:
             raise DataRefused(f"{what}: {problem}")
     return value
+
+
+def utf8_size(text: str | bytes) -> int:
+    """The size of ``text`` in UTF-8 bytes (``bytes`` as they are); a lone surrogate counts the 3
+    bytes it would take instead of raising."""
+    return len(text) if isinstance(text, bytes) else len(text.encode("utf-8", "surrogatepass"))
+
+
+# A \uXXXX escape stands for: a surrogate pair, 4 bytes; DEL, 1; U+0080..U+07FF, 2; U+0800..U+FFFF, 3.
+_DEL_ESCAPE = re.compile(r"\\u007[fF]")
+_PAIR_ESCAPE = re.compile(r"\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}")
+_TWO_BYTE_ESCAPE = re.compile(r"\\u0(?:0[89a-fA-F]|[1-7][0-9a-fA-F])[0-9a-fA-F]")
+_THREE_BYTE_ESCAPE = re.compile(r"\\u(?:0[89a-fA-F]|[1-9a-fA-F][0-9a-fA-F])[0-9a-fA-F]{2}")
+
+
+def json_text_size(text: str | bytes) -> int:
+    """The size in UTF-8 bytes of the JSON ``text`` with its non-ASCII characters written as
+    themselves: a ``\\uXXXX`` escape counts the bytes of the character it stands for (3 for a
+    Chinese character, not 6), whether the text was written escaped or not.  Counted without parsing."""
+    size = utf8_size(text)
+    if isinstance(text, bytes):
+        text = text.decode("latin-1")  # the escapes are ASCII: one character per byte keeps them
+    if "\\u" not in text:
+        return size
+    text = text.replace("\\\\", "")  # an escaped backslash: what follows it is not an escape
+    text, pairs = _PAIR_ESCAPE.subn("", text)
+    text, two = _TWO_BYTE_ESCAPE.subn("", text)
+    text, three = _THREE_BYTE_ESCAPE.subn("", text)
+    return size - 8 * pairs - 4 * two - 3 * three - 5 * _DEL_ESCAPE.subn("", text)[1]

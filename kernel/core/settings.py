@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import copy
 import io
 import os
 import re
@@ -86,7 +85,30 @@ def write_setting(home: Path, config: dict[str, Any], plugin_id: str, key: str, 
         what="plugin settings",
         always_write=True,
     )
-    _assign(config, (*settings_path(plugin_id), *parts), value, path)
+    _assign(config, (*settings_path(plugin_id), *parts), value, path, own_path=True)
+
+
+def unshared(value: _T) -> _T:
+    """A deep copy of ``value`` in which no list or mapping appears twice: what a YAML alias or a
+    ``<<`` merge shares becomes a copy at each place (values of other types are kept as they are).
+    Never recurses; a list or mapping that contains itself is not allowed."""
+    if not isinstance(value, dict | list):
+        return value
+    root: Any = {} if isinstance(value, dict) else []
+    stack: list[tuple[Any, Any]] = [(value, root)]
+    while stack:
+        source, target = stack.pop()
+        items = source.items() if isinstance(source, dict) else enumerate(source)
+        for key, child in items:
+            if isinstance(child, dict | list):
+                made: Any = {} if isinstance(child, dict) else []
+                stack.append((child, made))
+                child = made
+            if isinstance(target, dict):
+                target[key] = child
+            else:
+                target.append(child)
+    return root
 
 
 def update_config(
@@ -99,8 +121,10 @@ def update_config(
     """Edit ``<home>/config.yaml``: re-read it under the lock, call ``change(data)``, write it back.
 
     ``change`` edits the top-level mapping in place (plain dicts and lists, any
-    path, e.g. ``plugins.disabled``) and its return value is returned.  Only what
-    ``change`` changed is changed in the file: comments (commented-out blocks and
+    path, e.g. ``plugins.disabled``) and its return value is returned.  It gets the
+    data with every alias written out (see :func:`unshared`): a change at one path
+    changes that path only, never the anchor or another alias of the same node.
+    Only what ``change`` changed is changed in the file: comments (commented-out blocks and
     end-of-line ones too), key order, blank lines, quoting, anchors, aliases and
     merge keys stay as they were (a round trip through ruamel.yaml; see
     :func:`edited_yaml`).  The file is written atomically (temporary file, then
@@ -114,12 +138,12 @@ def update_config(
     path = home / "config.yaml"
     with _write_lock, file_lock(path):
         text, before = _read_for_edit(path, what)
-        memo: dict[int, Any] = {}
-        data = copy.deepcopy(before, memo)
+        # Each place of its own: a change made through an alias (or to an anchor) stays at that place.
+        data = unshared(before)
         result = change(data)
         try:
             changed = always_write or not _same(data, before)
-            new_text = edited_yaml(text, before, data, memo, where=str(path), what=what) if changed else ""
+            new_text = edited_yaml(text, before, data, where=str(path), what=what) if changed else ""
         except RecursionError:
             raise ValueError(f"{path}: {what} is nested too deeply to be written; not writing") from None
         if changed:
@@ -462,6 +486,9 @@ class _Editor:
 
         current = node[key]
         header = _entry_header(node, key)
+        if isinstance(node, dict) and key not in _keys(node):
+            self._append(node, key, self.fresh(new))  # overrides what a `<<` merge brings
+            return
         if isinstance(old, dict) and isinstance(new, dict) and isinstance(current, CommentedMap):
             if not current and new and current.fa.flow_style():
                 current.fa.set_block_style()
@@ -472,10 +499,7 @@ class _Editor:
                 current.fa.set_block_style()
             if self.apply_seq(current, old, new, header):
                 return
-        if isinstance(node, dict) and key not in _keys(node):
-            self._append(node, key, self.fresh(new))  # overrides what a `<<` merge brings
-        else:
-            node[key] = self.fresh(new, like=current)
+        node[key] = self.fresh(new, like=current)
 
     def _delete(self, node: Any, key: Any, header: Callable[[str], None]) -> None:
         keys = _keys(node)
@@ -604,24 +628,37 @@ def _key_in(node: Any, key: Any) -> Any:
 
 
 def _shared_nodes(doc: Any) -> set[int]:
-    """The ids of the lists and mappings that appear more than once (an anchor and its aliases); the
-    anchors of the document are kept in the output even when they lose their aliases."""
+    """The ids of the lists and mappings that appear more than once (an anchor and its aliases, a
+    mapping a ``<<`` merges), and of every list and mapping inside those; the anchors of the document
+    are kept in the output even when they lose their aliases."""
+    from ruamel.yaml.comments import merge_attrib
+
     seen: set[int] = set()
-    shared: set[int] = set()
+    shared: list[Any] = []
     stack = [doc]
     while stack:
         node = stack.pop()
         if not isinstance(node, dict | list):
             continue
         if id(node) in seen:
-            shared.add(id(node))
+            shared.append(node)
             continue
         seen.add(id(node))
         anchor = getattr(node, "anchor", None)
         if anchor is not None and anchor.value:
             anchor.always_dump = True  # an anchor stays even if the change leaves it without aliases
-        stack.extend(node.values() if isinstance(node, dict) else node)
-    return shared
+        if isinstance(node, dict):
+            stack.extend(node.values())
+            stack.extend(getattr(node, merge_attrib, None) or ())
+        else:
+            stack.extend(node)
+    inside: set[int] = set()
+    while shared:
+        node = shared.pop()
+        if isinstance(node, dict | list) and id(node) not in inside:
+            inside.add(id(node))
+            shared.extend(node.values() if isinstance(node, dict) else node)
+    return inside
 
 
 def _is_block(value: Any) -> bool:
@@ -730,8 +767,15 @@ def _lookup(node: Any, parts: tuple[str, ...]) -> Any:
     return node
 
 
-def _assign(data: dict[str, Any], parts: tuple[str, ...], value: Any, path: Path) -> None:
+def _assign(
+    data: dict[str, Any], parts: tuple[str, ...], value: Any, path: Path, *, own_path: bool = False
+) -> None:
+    """Set ``data[parts[0]]...[parts[-1]] = value``; with ``own_path``, a mapping on the way that an
+    alias shares with another place (and every one below it) is replaced by a copy first, so that
+    the other place keeps its value."""
     node = data
+    shared = _appearing_twice(data) if own_path else set()
+    copying = False
     for i, part in enumerate(parts[:-1]):
         child = node.get(part)
         if child is None:
@@ -739,8 +783,28 @@ def _assign(data: dict[str, Any], parts: tuple[str, ...], value: Any, path: Path
         elif not isinstance(child, dict):
             where = ".".join(parts[: i + 1])
             raise ValueError(f"{path}: '{where}' is not a mapping; cannot set '{'.'.join(parts)}'")
+        elif copying or id(child) in shared:
+            copying = True
+            child = node[part] = dict(child)
         node = child
     node[parts[-1]] = value
+
+
+def _appearing_twice(value: Any) -> set[int]:
+    """The ids of the lists and mappings reached more than once in ``value`` (never recurses)."""
+    seen: set[int] = set()
+    twice: set[int] = set()
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if not isinstance(item, dict | list):
+            continue
+        if id(item) in seen:
+            twice.add(id(item))
+            continue
+        seen.add(id(item))
+        stack.extend(item.values() if isinstance(item, dict) else item)
+    return twice
 
 
 def atomic_write(path: Path, text: str, mode: int | None = None) -> None:

@@ -25,7 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-#: The largest state a store keeps (its JSON, in bytes); a bigger one is not saved (and logged).
+from ..core.safe_yaml import json_text_size
+
+#: The largest state a store keeps (its JSON, in UTF-8 bytes); a bigger one is not saved (and logged).
 MAX_STATE_BYTES = 32 * 1024 * 1024
 #: The deepest JSON nesting accepted when a state is read back.
 MAX_STATE_DEPTH = 64
@@ -64,7 +66,7 @@ class SessionState:
             )
         except (TypeError, ValueError, RecursionError) as exc:
             raise SessionStoreError(f"the conversation cannot be saved as JSON: {exc}") from None
-        if len(text) > MAX_STATE_BYTES:
+        if json_text_size(text) > MAX_STATE_BYTES:
             raise SessionStoreError(
                 f"the conversation is larger than {MAX_STATE_BYTES // (1024 * 1024)} MiB and was not saved"
             )
@@ -85,9 +87,11 @@ class SessionState:
 
 
 def read_json_object(text: str | bytes, limit: int) -> dict[str, Any]:
-    """A JSON object read from outside the process: at most ``limit`` bytes (or characters) and
-    :data:`MAX_STATE_DEPTH` levels deep, checked before parsing; ``ValueError`` saying what is wrong."""
-    if len(text) > limit:
+    """A JSON object read from outside the process: at most ``limit`` UTF-8 bytes of JSON (non-ASCII
+    text counted as itself, not as its ``\\uXXXX`` escapes) and :data:`MAX_STATE_DEPTH` levels deep,
+    checked before parsing; ``ValueError`` saying what is wrong."""
+    # An escape is at most 3 times the size of what it stands for: a text past that is not even counted.
+    if len(text) > 3 * limit or json_text_size(text) > limit:
         raise ValueError(f"larger than {limit} bytes")
     if isinstance(text, bytes):
         text = text.decode("utf-8", "replace")

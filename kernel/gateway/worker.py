@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..core.hooks import describe
+from ..core.safe_yaml import json_text_size
 from .broker import (
     BUSY_REPLY,
     FAILED_REPLY,
@@ -155,7 +156,7 @@ class Ingress:
         """Accept one message for the broker (or answer at once that it is too long, or the inbox full)."""
         message = _inbound(spec.name, event, text)
         refused = None
-        if len(message.chat_id) > MAX_CHAT_ID or len(message.dumps()) > MAX_MESSAGE_BYTES:
+        if len(message.chat_id) > MAX_CHAT_ID or json_text_size(message.dumps()) > MAX_MESSAGE_BYTES:
             refused = "too_long"
         elif len(self.backlog) >= self.broker.settings.max_pending:
             refused = "busy"

@@ -70,7 +70,7 @@ def test_is_error_result_reads_only_a_json_object_with_an_error_key_and_never_ra
     assert not is_error_result('{"result": "the word \\"error\\" inside"}')
     assert not is_error_result('["error"]')
     assert not is_error_result('{"error": ')  # broken JSON
-    assert not is_error_result("plain text with \"error\"")
+    assert not is_error_result('plain text with "error"')
     # Too deep to read within the kernel's JSON bounds: not reported as an error, and no RecursionError.
     deep = '{"error": ' + "[" * 200_000 + "]" * 200_000 + "}"
     assert not is_error_result(deep)

@@ -4,6 +4,11 @@ With a kernel running, :func:`load_config` is a copy of that kernel's
 configuration (``<home>/config.yaml`` merged with what the host passed in);
 without one, ``<home>/config.yaml`` read safely.  Writes are atomic and
 locked (the same helpers as ``ctx.set_config`` and ``hermes-kernel``).
+
+Which kernel: see :mod:`kernel.compat.host`.  When several run and the call
+cannot be told apart (a plain thread of a plugin), reads see only what the
+process itself sets (``$HERMES_HOME``, its own environment variables) and
+writes are refused: never another kernel's home or ``.env``.
 """
 
 from __future__ import annotations
@@ -19,7 +24,9 @@ import yaml
 
 from ...core.config import load_config as _read_config
 from ...core.config import read_dotenv
-from . import current_kernel, hermes_home
+from ...core.environ import process_value
+from .. import host
+from . import current_kernel, hermes_home, home_to_write
 
 __all__ = [
     "cfg_get",
@@ -40,12 +47,15 @@ def get_hermes_home() -> Path:
 
 
 def load_config() -> dict[str, Any]:
-    """The configuration as a plain dict the caller may change (a deep copy)."""
+    """The configuration as a plain dict the caller may change (a deep copy, in which what a YAML
+    alias shares is a copy at each place: a change at one path is saved at that path only)."""
+    from ...core.settings import unshared
+
     kernel = current_kernel()
     if kernel is not None:
-        return copy.deepcopy(kernel.config)
+        return unshared(kernel.config)
     data, _problems = _read_config(hermes_home(), None)  # a malformed file reads as empty
-    return data
+    return unshared(data)
 
 
 def load_config_readonly() -> dict[str, Any]:
@@ -84,10 +94,9 @@ def save_config(cfg: Mapping[str, Any]) -> None:
         current.clear()
         current.update(data)
 
-    home = hermes_home()
+    home, kernel = home_to_write("hermes_cli.config.save_config")
     update_config(home, replace, what="the configuration", always_write=True)
-    kernel = current_kernel()
-    if kernel is not None and kernel.home == home:
+    if kernel is not None:
         merged, _problems = _read_config(home, kernel._config_override)
         kernel.config.clear()
         kernel.config.update(merged)
@@ -97,11 +106,14 @@ def get_env_value(name: str) -> str | None:
     """The environment variable ``name``, else its value in ``<home>/.env``, else ``None``.
 
     Answers from the calling plugin's kernel's view (:class:`~kernel.environ.KernelEnviron`), so a
-    value another kernel in the process exported is not seen.
+    value another kernel in the process exported is not seen.  When several kernels run and the
+    call cannot be told apart, only what the process itself set: no kernel's ``.env``.
     """
     kernel = current_kernel()
-    if kernel is not None and kernel.home == hermes_home():
+    if kernel is not None:
         return kernel.environ.get(name) or read_dotenv(kernel.home).get(name)
+    if host.attached():
+        return process_value(name)
     value = os.environ.get(name)
     if value is not None:
         return value
@@ -114,6 +126,7 @@ def save_env_value(name: str, value: str) -> None:
         raise ValueError(f"save_env_value: {name!r} is not a valid environment variable name")
     from ...core.settings import write_env
 
+    home, _kernel = home_to_write("hermes_cli.config.save_env_value")
     text = str(value)
-    write_env(hermes_home(), {name: text})
+    write_env(home, {name: text})
     os.environ[name] = text
