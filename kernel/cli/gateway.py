@@ -94,7 +94,7 @@ def _broker_status(gateway: Any, url: str | None) -> dict[str, Any] | None:
     from ..gateway.runner import open_broker
 
     try:
-        broker = open_broker(settings)
+        broker = open_broker(settings, log=gateway._kernel.log)  # pruning is logged
     except BrokerError as exc:
         return {"url": settings.masked_url, "connected": False, "error": str(exc)}
 
@@ -124,10 +124,25 @@ def _print_broker(broker: dict[str, Any]) -> None:
         for member in broker.get(kind) or []:
             age = now - member["last_heartbeat"]
             alive = "" if member["alive"] else "  (silent: gone?)"
+            if member.get("error"):
+                alive += f"  failing: {member['error']}"
             print(
-                f"  {member['role']:<8} {member['id']}  {member['host']} pid {member['pid']}  "
-                f"heartbeat {age:.0f} s ago{alive}"
+                f"  {_plain(member['role']):<8} {_plain(member['id'])}  {_plain(member['host'])} "
+                f"pid {member['pid']}  heartbeat {age:.0f} s ago{alive}"
             )
+    for entry in broker.get("unreadable") or []:
+        where = _plain(entry["key"]) + (f" {_plain(entry['id'])}" if entry.get("id") is not None else "")
+        print(f"  ?        {where}  <unreadable: {_plain(entry['unreadable'])}>")
+    if broker.get("pruned"):
+        print(
+            f"  forgot {len(broker['pruned'])} member(s) silent longer than {broker['forget_after']:g} s: "
+            + ", ".join(_plain(name) for name in broker["pruned"])
+        )
+
+
+def _plain(text: Any) -> str:
+    """``text`` with its control characters escaped: a record in Redis does not drive the terminal."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
 
 
 def gateway_run(args: argparse.Namespace) -> int:

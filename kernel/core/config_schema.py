@@ -270,8 +270,15 @@ _BROKER = _mapping(
             "x-expected": "a whole number of at least 1",
             "x-example": "max_pending: 10000",
         },
+        "forget_after": {
+            "type": ["number", "null"],
+            "minimum": 0.1,
+            "maximum": 2592000,
+            "x-expected": "seconds from claim_after to 2592000 (30 days)",
+            "x-example": "forget_after: 300",
+        },
     },
-    expected="a mapping (url, prefix, claim_after, max_pending)",
+    expected="a mapping (url, prefix, claim_after, max_pending, forget_after)",
 )
 
 _GATEWAY = _mapping(

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from ..core.log import mask_url, mask_urls
+from ..core.safe_yaml import utf8_size
 from .sessions import read_json_object
 
 if TYPE_CHECKING:
@@ -37,6 +38,13 @@ if TYPE_CHECKING:
 MAX_MESSAGE_BYTES = 1024 * 1024
 #: The longest chat id accepted (a key of the broker).
 MAX_CHAT_ID = 512
+#: The longest reply (its text, in UTF-8 bytes) handed to a platform; a longer one is cut to fit by
+#: :func:`fit_reply`, with :data:`TRUNCATED_NOTICE` at its end (in one process and scaled out alike).
+MAX_REPLY_BYTES = 4 * 1024 * 1024
+TRUNCATED_NOTICE = "[reply truncated: {left_out} bytes left out]"
+#: The largest reply record the ingress reads back: a :data:`MAX_REPLY_BYTES` text with every byte
+#: written as a 6-byte JSON escape, beside a message's chat and message ids (twice each), and room.
+MAX_REPLY_RECORD_BYTES = 6 * MAX_REPLY_BYTES + 2 * MAX_MESSAGE_BYTES + 65536
 
 # What the gateway answers by itself.
 BUSY_REPLY = "Sorry, too many messages are waiting to be answered; please try again in a moment."
@@ -53,6 +61,8 @@ MAX_ATTEMPTS = 3
 DEFAULT_PREFIX = "hermes"
 DEFAULT_CLAIM_AFTER = 30.0
 DEFAULT_MAX_PENDING = 10000
+#: A member silent this many ``claim_after`` periods is removed from the members (``forget_after``).
+FORGET_AFTER_CLAIMS = 10
 SCHEMES = ("redis", "rediss", "unix")
 
 
@@ -72,10 +82,18 @@ class BrokerSettings:
     prefix: str = DEFAULT_PREFIX
     claim_after: float = DEFAULT_CLAIM_AFTER
     max_pending: int = DEFAULT_MAX_PENDING
+    #: Seconds a member may go without a heartbeat before it is removed from the members
+    #: (``None``: :data:`FORGET_AFTER_CLAIMS` × ``claim_after``).
+    forget_after: float | None = None
 
     @property
     def masked_url(self) -> str:
         return mask_url(self.url)
+
+    @property
+    def forget_seconds(self) -> float:
+        """How long a silent member stays listed: ``forget_after``, else 10 × ``claim_after``."""
+        return self.forget_after if self.forget_after is not None else FORGET_AFTER_CLAIMS * self.claim_after
 
     @classmethod
     def from_config(
@@ -89,7 +107,8 @@ class BrokerSettings:
             raw = {}
         if not isinstance(raw, dict):
             raise BrokerError(
-                f"{where}: 'gateway.broker' must be a mapping (url, prefix, claim_after, max_pending)"
+                f"{where}: 'gateway.broker' must be a mapping (url, prefix, claim_after, max_pending, "
+                "forget_after)"
             )
         given = "--broker URL" if url is not None else f"{where}: 'gateway.broker.url'"
         url = url if url is not None else raw.get("url")
@@ -117,7 +136,21 @@ class BrokerSettings:
         max_pending = raw.get("max_pending", DEFAULT_MAX_PENDING)
         if type(max_pending) is not int or max_pending < 1:
             raise BrokerError(f"{where}: 'gateway.broker.max_pending' must be a whole number of at least 1")
-        return cls(url=url, prefix=prefix, claim_after=claim_after, max_pending=max_pending)
+        forget_after = raw.get("forget_after")
+        if forget_after is not None:
+            forget_after = _number(forget_after, claim_after, 30 * 86400.0)
+            if forget_after is None:
+                raise BrokerError(
+                    f"{where}: 'gateway.broker.forget_after' must be seconds from claim_after "
+                    f"({claim_after:g}) to 2592000 (30 days), e.g. {FORGET_AFTER_CLAIMS * claim_after:g}"
+                )
+        return cls(
+            url=url,
+            prefix=prefix,
+            claim_after=claim_after,
+            max_pending=max_pending,
+            forget_after=forget_after,
+        )
 
 
 def _number(value: Any, low: float, high: float) -> float | None:
@@ -170,8 +203,9 @@ class Inbound:
 
     @property
     def reply_key(self) -> str:
-        """What identifies this message's reply: the platform's message id, else :attr:`uid`."""
-        return f"{self.chat_key}:{self.message_id or self.uid}"
+        """What identifies this message's reply: its chat and the platform's message id, else :attr:`uid`
+        (the platform and chat id escaped: no two (chat, message) pairs give one key)."""
+        return f"{key_part(self.platform)}:{key_part(self.chat_id)}:{self.message_id or self.uid}"
 
     def dumps(self) -> str:
         data = asdict(self)
@@ -218,7 +252,7 @@ class Outbound:
 
     @classmethod
     def loads(cls, text: str | bytes) -> Outbound:
-        data = read_json_object(text, 4 * MAX_MESSAGE_BYTES + 65536)
+        data = read_json_object(text, MAX_REPLY_RECORD_BYTES)
         known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
         for name in ("platform", "chat_id", "text", "key"):
             if not isinstance(known.get(name), str):
@@ -226,8 +260,38 @@ class Outbound:
         return cls(**known)
 
 
+def key_part(text: str) -> str:
+    """``text`` made safe as one ``:``-separated part of a key: ``%`` and ``:`` escaped (``%25``, ``%3A``)."""
+    return text.replace("%", "%25").replace(":", "%3A")
+
+
 def chat_key(platform: str, chat_id: str) -> str:
-    return f"{platform}:{chat_id}"
+    """``<platform>:<chat id>``, the platform escaped (:func:`key_part`): one key per chat."""
+    return f"{key_part(platform)}:{chat_id}"
+
+
+def split_chat_key(key: str) -> tuple[str, str] | None:
+    """The ``(platform, chat id)`` of a :func:`chat_key`; ``None`` when ``key`` is not one."""
+    platform, colon, chat_id = key.partition(":")
+    if not colon or not platform or not chat_id or len(chat_id) > MAX_CHAT_ID:
+        return None
+    return re.sub("%(25|3A)", lambda m: "%" if m[1] == "25" else ":", platform), chat_id
+
+
+def fit_reply(text: str, limit: int = MAX_REPLY_BYTES) -> str:
+    """``text`` when it takes at most ``limit`` UTF-8 bytes; else its beginning, cut between two
+    characters, followed by :data:`TRUNCATED_NOTICE` saying how many bytes were left out, all within
+    ``limit``."""
+    if utf8_size(text) <= limit:
+        return text
+    data = text.encode("utf-8", "surrogatepass")
+    # The notice for the whole text is the longest it can be: what is kept leaves room for it.
+    room = limit - len(("\n\n" + TRUNCATED_NOTICE.format(left_out=len(data))).encode())
+    cut = max(room, 0)
+    while cut > 0 and data[cut] & 0xC0 == 0x80:  # a continuation byte: inside a character
+        cut -= 1
+    kept = data[:cut].decode("utf-8", "surrogatepass")
+    return f"{kept}\n\n{TRUNCATED_NOTICE.format(left_out=len(data) - cut)}"
 
 
 @dataclass
@@ -260,6 +324,8 @@ class Member:
     started: float = field(default_factory=time.time)
     heartbeat: float = 0.0
     busy: int = 0
+    #: Why the process's loop is failing now (``None``: it is not); ``gateway status`` shows it.
+    error: str | None = None
 
     def dumps(self) -> str:
         return json.dumps(asdict(self))

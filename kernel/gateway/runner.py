@@ -23,6 +23,7 @@ every session, which fires ``on_session_finalize``.
 from __future__ import annotations
 
 import asyncio
+import collections
 import inspect
 import sqlite3
 from collections.abc import Iterable
@@ -36,7 +37,7 @@ from ..core.config import section
 from ..core.hooks import describe, plain_text, propagates
 from ..core.services import serviceimpl
 from .base import BasePlatformAdapter, MessageEvent, SendResult
-from .broker import FAILED_REPLY, Broker, BrokerError, BrokerSettings, chat_key
+from .broker import FAILED_REPLY, Broker, BrokerError, BrokerSettings, chat_key, fit_reply
 from .config import Platform, PlatformConfig
 from .registry import GatewayError, PlatformSpec
 from .sessions import NOT_READ, SessionState, SessionStore, SessionStoreError, SqliteSessionStore
@@ -56,6 +57,8 @@ ROLES = ("all", "ingress", "worker")
 DEFAULT_CONCURRENCY = 4  # turns a worker runs at once (gateway.worker.concurrency)
 #: Sessions a worker keeps in memory between its chats' turns (their state is in the store).
 WORKER_SESSION_CACHE = 1024
+#: Message ids a gateway without a broker remembers (the latest): one delivered again is not answered.
+SEEN_MESSAGES = 10000
 
 
 @dataclass
@@ -97,6 +100,8 @@ class Gateway:
         self._session_locks: dict[tuple[str, str], asyncio.Lock] = {}
         self._inflight: set[asyncio.Future[None]] = set()
         self._ingress: Any = None
+        #: ``(platform, chat, message id)`` of the latest messages handled without a broker.
+        self._seen: collections.OrderedDict[tuple[str, str, str], None] = collections.OrderedDict()
 
     # -- which platforms ------------------------------------------------------------
 
@@ -272,6 +277,7 @@ class Gateway:
         self._stop = asyncio.Event()
         # Locks belong to the loop they were first used on; a second run gets new ones.
         self._session_locks.clear()
+        self._seen.clear()  # message ids are remembered while a run lasts
         self.errors.clear()
         started: list[str] = []
         try:
@@ -456,6 +462,8 @@ class Gateway:
         if chat is None:
             kernel.log.warning("gateway_message_without_chat", platform=spec.name)
             return
+        if self._ingress is None and self._seen_before(spec.name, str(chat), event.message_id):
+            return  # with a broker, the broker drops a message id it has seen (at submit)
         text = event.text
         decision = await _dispatch_decision(kernel, event, self)
         if decision is not None:
@@ -478,6 +486,26 @@ class Gateway:
             self._inflight.discard(turn)
             turn.set_result(None)
 
+    def _seen_before(self, platform: str, chat: str, message_id: Any) -> bool:
+        """Whether the message was handled already (answered or in progress): the platform delivered
+        it again.  Its first delivery's turn and reply are its only ones."""
+        if message_id is None or message_id == "":  # no id: nothing to recognise it by
+            return False
+        key = (platform, chat, str(message_id))
+        if key in self._seen:
+            self._kernel.log.info(
+                "gateway_message_duplicate",
+                platform=platform,
+                chat=chat,
+                message=key[2],
+                detail="handled already: it runs one turn and gets one reply",
+            )
+            return True
+        self._seen[key] = None
+        if len(self._seen) > SEEN_MESSAGES:
+            self._seen.popitem(last=False)
+        return False
+
     async def _answer(
         self, spec: PlatformSpec, adapter: BasePlatformAdapter, event: MessageEvent, text: str
     ) -> None:
@@ -490,7 +518,7 @@ class Gateway:
             reply = await self.respond(spec.name, session, text, user)
             await self._persist(key, session)
         if reply:
-            await self.send(adapter, chat, reply, reply_to=event.message_id)
+            await self.send(adapter, chat, fit_reply(reply), reply_to=event.message_id)
 
     async def respond(self, platform: str, session: AgentSession, text: str, user: str | None) -> str:
         """The reply to ``text`` in ``session``: ``/new`` and ``/reset`` start over, another slash

@@ -162,10 +162,9 @@ class SqliteSessionStore(SessionStore):
     def describe(self) -> dict[str, Any]:
         return {"store": self.kind, "path": str(self.path)}
 
-    def _connect(self) -> sqlite3.Connection:
-        if self._db is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(self.path, timeout=30, check_same_thread=False, isolation_level=None)
+    def _open(self, target: Path | str) -> sqlite3.Connection:
+        db = sqlite3.connect(target, timeout=30, check_same_thread=False, isolation_level=None)
+        try:
             db.execute("PRAGMA journal_mode=WAL")
             db.execute(
                 "CREATE TABLE IF NOT EXISTS sessions "
@@ -174,16 +173,85 @@ class SqliteSessionStore(SessionStore):
             db.execute(
                 "CREATE TABLE IF NOT EXISTS unreadable (key TEXT, state BLOB, problem TEXT, kept REAL)"
             )
-            self._db = db
+            # A file that is not a database, or a damaged one, says so here rather than mid-turn.
+            db.execute("SELECT count(*) FROM sessions").fetchone()
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    def _connect(self) -> sqlite3.Connection:
+        if self._db is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                self._db = self._open(self.path)
+            except sqlite3.Error as exc:
+                if not _damaged(exc):
+                    raise
+                self._db = self._replace(exc)
         return self._db
+
+    def _replace(self, exc: sqlite3.Error) -> sqlite3.Connection:
+        """A fresh store in place of a damaged or unreadable file, which is moved aside (kept) and logged;
+        in memory when even that fails (the conversations then last until the process stops)."""
+        problem = f"{type(exc).__name__}: {exc}"
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+        stamp = f"{self.path.name}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}"
+        aside, serial = self.path.with_name(stamp), 1
+        while aside.exists() or aside.is_symlink():  # never over an earlier one
+            serial += 1
+            aside = self.path.with_name(f"{stamp}-{serial}")
+        try:
+            if self.path.exists() or self.path.is_symlink():
+                self.path.rename(aside)
+            for suffix in ("-wal", "-shm"):  # the journal of the damaged file, not of the new one
+                companion = self.path.with_name(self.path.name + suffix)
+                if companion.exists() or companion.is_symlink():
+                    companion.rename(aside.with_name(aside.name + suffix))
+            db = self._open(self.path)
+        except (OSError, sqlite3.Error) as again:
+            if self._log is not None:
+                self._log.error(
+                    "gateway_session_store_unusable",
+                    store=str(self.path),
+                    problem=problem,
+                    error=f"{type(again).__name__}: {again}",
+                    fix=f"the conversations are kept in memory until the gateway stops; make {self.path} "
+                    "a writable file (or remove it) and restart the gateway",
+                )
+            return self._open(":memory:")
+        if self._log is not None:
+            self._log.warning(
+                "gateway_session_store_replaced",
+                store=str(self.path),
+                problem=problem,
+                moved_to=str(aside),
+                fix=f"the chats start new conversations in a fresh {self.path.name}; the old file was "
+                f"kept as {aside} for inspection (sqlite3 .recover can read what is left of it)",
+            )
+        return db
+
+    def _run(self, step: Any) -> Any:
+        """``step(connection)``, once more on a fresh store when the file turns out to be damaged."""
+        try:
+            return step(self._connect())
+        except sqlite3.Error as exc:
+            if not _damaged(exc):
+                raise
+            self._db = self._replace(exc)
+            return step(self._db)
 
     def load_now(self, key: str) -> SessionState | None:
         """:meth:`load`, on the calling thread."""
         with self._lock:
-            db = self._connect()
-            row = db.execute("SELECT state FROM sessions WHERE key = ?", (key,)).fetchone()
+            row = self._run(
+                lambda db: db.execute("SELECT state FROM sessions WHERE key = ?", (key,)).fetchone()
+            )
             if row is None:
                 return None
+            db = self._connect()
             try:
                 return SessionState.loads(row[0])
             except (ValueError, RecursionError) as exc:
@@ -199,10 +267,12 @@ class SqliteSessionStore(SessionStore):
         """:meth:`save`, on the calling thread."""
         text = state.dumps()
         with self._lock:
-            self._connect().execute(
-                "INSERT INTO sessions VALUES (?, ?, ?) "
-                "ON CONFLICT(key) DO UPDATE SET state = excluded.state, updated = excluded.updated",
-                (key, text, time.time()),
+            self._run(
+                lambda db: db.execute(
+                    "INSERT INTO sessions VALUES (?, ?, ?) "
+                    "ON CONFLICT(key) DO UPDATE SET state = excluded.state, updated = excluded.updated",
+                    (key, text, time.time()),
+                )
             )
 
     async def load(self, key: str) -> SessionState | None:
@@ -219,6 +289,16 @@ class SqliteSessionStore(SessionStore):
 
     async def aclose(self) -> None:
         self.close()
+
+
+#: SQLite's primary result codes for a file that is not a usable database (damaged, not a database,
+#: not openable, not writable); "busy" or "locked" (another process) is not among them.
+_DAMAGED = {3, 8, 11, 14, 26}  # PERM, READONLY, CORRUPT, CANTOPEN, NOTADB
+
+
+def _damaged(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return isinstance(code, int) and code & 0xFF in _DAMAGED
 
 
 def _warn_unreadable(log: Any, where: str, key: str, problem: str, kept: str) -> None:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.hooks import describe
 from ..core.safe_yaml import json_text_size
+from ..core.settings import atomic_write
 from .broker import (
     BUSY_REPLY,
     FAILED_REPLY,
@@ -37,6 +38,7 @@ from .broker import (
     Lease,
     Member,
     Outbound,
+    fit_reply,
     member_id,
 )
 from .sessions import NOT_READ, SessionState, SessionStore, SessionStoreError
@@ -51,6 +53,8 @@ BEATS_PER_CLAIM = 3
 HEARTBEAT_MAX = 5.0
 #: How long the ingress waits before it looks again whether a dropped adapter is back to send a reply.
 RESEND_WAIT = 0.5
+#: The longest a worker waits before it tries to take chats again after a failure (not "unreachable").
+LOOP_BACKOFF_MAX = 5.0
 
 
 class Ingress:
@@ -64,6 +68,9 @@ class Ingress:
         #: Messages accepted from the adapters and not yet in the broker (while it is unreachable).
         self.backlog: collections.deque[Inbound] = collections.deque()
         self.spool = self.kernel.home / "gateway" / f"spool-{broker.settings.prefix}.jsonl"
+        #: How many of the backlog's first messages were read from the spool: the file stays until
+        #: the broker has acknowledged the last of them (a kill before that loses none).
+        self._spooled = 0
         self.stopping = False
         self.delivered = 0
         self._wake = asyncio.Event()
@@ -191,6 +198,10 @@ class Ingress:
             except BrokerUnavailable:
                 return  # a stop while the broker is unreachable: the backlog goes to the spool
             self.backlog.popleft()
+            if self._spooled:
+                self._spooled -= 1
+                if not self._spooled:  # the broker has every message the spool held
+                    self._drop_spool()
             if not queued:
                 await self._refuse(None, message, "busy")
 
@@ -260,13 +271,11 @@ class Ingress:
             await _leave(self.broker, self.member, self.kernel)
 
     def write_spool(self) -> None:
-        """Keep the messages the broker never got in the spool file, queued first at the next start."""
+        """Keep the messages the broker never got in the spool file, queued first at the next start
+        (the file is replaced whole: the spooled messages still in the backlog are written again)."""
         if not self.backlog:
             return
-        self.spool.parent.mkdir(parents=True, exist_ok=True)
-        with self.spool.open("a", encoding="utf-8") as out:
-            for message in self.backlog:
-                out.write(message.dumps() + "\n")
+        _replace_lines(self.spool, [message.dumps() for message in self.backlog])
         self.kernel.log.warning(
             "gateway_messages_spooled",
             count=len(self.backlog),
@@ -274,8 +283,17 @@ class Ingress:
             fix="they are queued when the gateway starts again with the broker reachable",
         )
         self.backlog.clear()
+        self._spooled = 0
+
+    def _drop_spool(self) -> None:
+        try:
+            self.spool.unlink(missing_ok=True)
+        except OSError as exc:  # queued again at the next start: the broker drops what it has seen
+            self.kernel.log.warning("gateway_spool_not_removed", spool=str(self.spool), error=describe(exc))
 
     def _read_spool(self) -> None:
+        """Put the spool's messages first in the backlog; the file is removed once the broker has
+        acknowledged them all (see :meth:`_submitter`), its unreadable lines set aside at once."""
         path = self.spool
         try:
             lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
@@ -294,8 +312,12 @@ class Ingress:
             kept = path.with_name(path.name + f".unreadable-{int(time.time())}")
             kept.write_text("\n".join(bad) + "\n", encoding="utf-8")
             self.kernel.log.warning("gateway_spool_lines_unreadable", count=len(bad), kept_in=str(kept))
-        path.unlink(missing_ok=True)
-        if self.backlog:
+            if self.backlog:
+                _replace_lines(path, [message.dumps() for message in self.backlog])
+        self._spooled = len(self.backlog)
+        if not self.backlog:
+            self._drop_spool()
+        else:
             self.kernel.log.info("gateway_spool_requeued", count=len(self.backlog), spool=str(path))
             self._wake.set()
 
@@ -315,6 +337,7 @@ class Worker:
         self.answered = 0
         self.stopped = asyncio.Event()  # set with stopping: wakes the heartbeat
         self._freed = asyncio.Event()
+        self._failures = 0
 
     async def run(self) -> None:
         beats = asyncio.create_task(_beat(self, self._leases), name="gateway-worker-heartbeat")
@@ -329,6 +352,12 @@ class Worker:
                     leases = await self.broker.take(self.member.id, free, block=1.0)
                 except BrokerUnavailable:
                     return
+                except Exception as exc:  # anything else must not end the loop while the heartbeat goes on
+                    await self._loop_failed(exc)
+                    continue
+                if self.member.error is not None:
+                    self.kernel.log.info("gateway_worker_loop_recovered", worker=self.member.id)
+                    self.member.error, self._failures = None, 0
                 for lease in leases:
                     if self.stopping:
                         await self._give_back(lease)
@@ -338,6 +367,25 @@ class Worker:
                     task.add_done_callback(lambda _t, token=lease.token: self._done(token))
         finally:
             beats.cancel()
+
+    async def _loop_failed(self, exc: Exception) -> None:
+        """Log a failure to take chats (the first of a run, and each new kind), report it in the member
+        record, and wait before trying again: 0.1 s, doubling up to :data:`LOOP_BACKOFF_MAX`."""
+        error = describe(exc)
+        self._failures += 1
+        if error != self.member.error:
+            self.kernel.log.warning(
+                "gateway_worker_loop_failed",
+                worker=self.member.id,
+                error=error,
+                failures=self._failures,
+                detail="this worker takes no chat until it works again; it keeps trying",
+            )
+        self.member.error = error
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(
+                self.stopped.wait(), min(0.1 * 2 ** min(self._failures - 1, 10), LOOP_BACKOFF_MAX)
+            )
 
     def _leases(self) -> list[Lease]:
         self.member.busy = len(self.serving)
@@ -396,7 +444,7 @@ class Worker:
         ``taken``: the lease when the chat was just taken (its session is read again)."""
         gateway = self.gateway
         if message.message_type == "unreadable":
-            return None, None  # logged by the broker when it was read
+            return None, None  # unreadable or another chat's: logged by the broker when it was read
         if taken is not None and taken.attempts > MAX_ATTEMPTS:
             self.kernel.log.warning(
                 "gateway_message_given_up",
@@ -430,12 +478,14 @@ class Worker:
         return self._reply(message, text), state
 
     def _reply(self, message: Inbound, text: str) -> Outbound | None:
+        """The reply record of ``text``, cut to :data:`MAX_REPLY_BYTES` with a notice when longer (the
+        ingress reads no bigger one); ``None`` for no reply."""
         if not text:
             return None
         return Outbound(
             platform=message.platform,
             chat_id=message.chat_id,
-            text=text,
+            text=fit_reply(text),
             reply_to=message.message_id,
             key=message.reply_key,
             accepted_at=message.accepted_at,
@@ -525,6 +575,11 @@ def _inbound(platform: str, event: MessageEvent, text: str) -> Inbound:
         message_type=str(event.message_type),
         timestamp=float(stamp),
     )
+
+
+def _replace_lines(path: Path, lines: list[str]) -> None:
+    """Write ``lines`` to ``path`` in one step: a kill leaves the old file or the new one, whole."""
+    atomic_write(path, "".join(line + "\n" for line in lines))
 
 
 def spool_lines(path: Path) -> list[dict[str, Any]]:
