@@ -369,8 +369,12 @@ class Broker(ABC):
     # the ingress's side
 
     @abstractmethod
-    async def submit(self, message: Inbound) -> bool:
-        """Queue ``message`` behind its chat's; ``False`` (nothing queued) past ``max_pending``."""
+    async def submit(self, message: Inbound, *, resend: bool = True) -> bool:
+        """Queue ``message`` behind its chat's; ``False`` (nothing queued) past ``max_pending``.
+
+        A message id queued before is not queued again (no second turn): answered, its first reply is
+        handed back again (a new reply entry) when ``resend`` (a platform's duplicate delivery, not a
+        spool read again); in progress, its reply to come answers it."""
 
     @abstractmethod
     async def replies(self, platform: str, *, block: float) -> list[tuple[str, Outbound | None]]:

@@ -10,6 +10,8 @@ Keys, each starting with ``gateway.broker.prefix`` (``P``):
 * ``P:out:<platform>`` — the replies for the ingress holding that platform (consumer group ``ingress``);
   ``P:sent:<platform>:<chat>:<message>`` marks a message answered (a day), so a second reply to it is
   dropped (the platform and chat escaped by :func:`~kernel.gateway.broker.key_part`).
+* ``P:seen:<platform>:<chat>:<message>`` — a message id queued (a day): delivered again, it is not
+  queued again; ``P:answer:<...>`` keeps its first reply (an hour) to send again to such a duplicate.
 * ``P:count`` — messages accepted and not yet answered (``max_pending`` bounds it);
   ``P:members`` — the gateway processes and their heartbeats; ``P:session:<platform>:<chat>`` — the
   chats' states (``gateway.sessions.store: redis``).
@@ -63,6 +65,9 @@ SENT_TTL = 24 * 3600
 #: How long a message id stays known once queued (``P:seen:<message>``): delivered again within it,
 #: the message is not queued again (one turn, one reply per message id).
 SEEN_TTL = SENT_TTL
+#: How long a message's first reply is kept (``P:answer:<message>``, at most a reply record) to be
+#: sent again to a duplicate delivery of the message; later, a duplicate gets nothing (logged).
+ANSWER_TTL = 3600
 RETRY_FIRST = 0.1
 RETRY_MAX = 5.0
 
@@ -101,11 +106,20 @@ _SUBMIT = (
     _TYPED
     + _RECOUNT
     + """
--- KEYS: chat stream, ready stream, active hash, count, seen
--- ARGV: chat key, payload, max_pending, the chat streams' key prefix
-local bad = mistyped({'stream', 'stream', 'hash', 'string', 'string'})
+-- KEYS: chat stream, ready stream, active hash, count, seen, answer, out stream
+-- ARGV: chat key, payload, max_pending, the chat streams' key prefix, '1' to send an answer again
+local bad = mistyped({'stream', 'stream', 'hash', 'string', 'string', 'string', 'stream'})
 if bad then return bad end
-if redis.call('EXISTS', KEYS[5]) == 1 then return 'seen' end
+if redis.call('EXISTS', KEYS[5]) == 1 then
+  -- A duplicate: answered, its first reply goes out again (a new entry, not through P:sent); in
+  -- progress, the reply to come answers it.
+  local answer = redis.call('GET', KEYS[6])
+  if answer and ARGV[5] == '1' then
+    redis.call('XADD', KEYS[7], '*', 'r', answer)
+    return 'resent'
+  end
+  return 'seen'
+end
 local count = tonumber(redis.call('GET', KEYS[4]) or '')
 if count == nil or count >= tonumber(ARGV[3]) then count = recount(KEYS[3], KEYS[4], ARGV[4]) end
 if count >= tonumber(ARGV[3]) then return false end
@@ -138,9 +152,9 @@ _FINISH = (
     _OWNED
     + _TYPED
     + """
--- KEYS: ready, chat stream, active, count, out stream, session key, sent marker, attempts
+-- KEYS: ready, chat stream, active, count, out stream, session key, sent marker, attempts, answer
 -- ARGV: group, worker, token, message id or '', reply or '', chat key, session or ''
-local bad = mistyped({'stream', 'stream', 'hash', 'string', 'stream', 'string', 'string', 'hash'})
+local bad = mistyped({'stream', 'stream', 'hash', 'string', 'stream', 'string', 'string', 'hash', 'string'})
 if bad then return bad end
 if not owned(KEYS[1], ARGV[1], ARGV[2], ARGV[3]) then return {-1} end
 if ARGV[4] ~= '' then
@@ -158,6 +172,7 @@ if ARGV[4] ~= '' then
   -- platform that delivered it twice) is dropped here.
   if ARGV[5] ~= '' and redis.call('SET', KEYS[7], '1', 'NX', 'EX', SENT_TTL) then
     redis.call('XADD', KEYS[5], '*', 'r', ARGV[5])
+    redis.call('SET', KEYS[9], ARGV[5], 'EX', ANSWER_TTL)  -- for a duplicate delivery
   end
   if ARGV[7] ~= '' then redis.call('SET', KEYS[6], ARGV[7]) end
 end
@@ -170,7 +185,7 @@ if #nxt == 0 then
   return {0}
 end
 return {1, nxt[1][1], nxt[1][2][2]}
-""".replace("SENT_TTL", str(SENT_TTL))
+""".replace("SENT_TTL", str(SENT_TTL)).replace("ANSWER_TTL", str(ANSWER_TTL))
 )
 
 _RELEASE = (
@@ -336,6 +351,9 @@ class RedisBroker(Broker):
     def k_sent(self, key: str) -> str:
         return f"{self.settings.prefix}:sent:{key}"
 
+    def k_answer(self, key: str) -> str:
+        return f"{self.settings.prefix}:answer:{key}"
+
     def k_session(self, chat_key: str) -> str:
         return f"{self.settings.prefix}:session:{chat_key}"
 
@@ -485,26 +503,45 @@ class RedisBroker(Broker):
 
     # -- the ingress's side -------------------------------------------------------------
 
-    async def submit(self, message: Inbound) -> bool:
+    async def submit(self, message: Inbound, *, resend: bool = True) -> bool:
         key = message.chat_key
         # One key per message id (the uid when the platform gave none): a message the platform
-        # delivers again, or a spool queued again after a kill, is not queued a second time.
+        # delivers again, or a spool queued again after a kill, is not queued a second time; a
+        # delivery again of an answered one gets its first reply again (``resend``).
         seen = f"{self.settings.prefix}:seen:{message.reply_key}"
-        keys = [self.k_chat(key), self.k_ready, self.k_active, self.k_count, seen]
+        keys = [
+            self.k_chat(key),
+            self.k_ready,
+            self.k_active,
+            self.k_count,
+            seen,
+            self.k_answer(message.reply_key),
+            self.k_out(message.platform),
+        ]
         result = await self._typed(
             "queue a message",
-            dict(zip(keys, ("stream", "stream", "hash", "string", "string"), strict=True)),
+            dict(
+                zip(keys, ("stream", "stream", "hash", "string", "string", "string", "stream"), strict=True)
+            ),
             self._submit,
             keys=keys,
-            args=[key, message.dumps(), self.settings.max_pending, f"{self.settings.prefix}:chat:"],
+            args=[
+                key,
+                message.dumps(),
+                self.settings.max_pending,
+                f"{self.settings.prefix}:chat:",
+                "1" if resend else "",
+            ],
         )
-        if result == "seen" and self._log is not None:
+        if result in ("seen", "resent") and self._log is not None:
             self._log.info(
                 "gateway_message_duplicate",
                 platform=message.platform,
                 chat=message.chat_id[:MAX_CHAT_ID],
                 message=(message.message_id or message.uid)[:MAX_CHAT_ID],
-                detail="queued already: it runs one turn and gets one reply",
+                detail="its first reply sent again"
+                if result == "resent"
+                else "queued already: no second turn; the first reply answers it",
             )
         return result is not None
 
@@ -726,13 +763,14 @@ class RedisBroker(Broker):
             self.k_session(chat),
             self.k_sent(reply.key if reply is not None else ""),
             self.k_attempts,
+            self.k_answer(reply.key if reply is not None else ""),
         ]
         result = await self._typed(
             "hand a reply back",
             dict(
                 zip(
                     keys,
-                    ("stream", "stream", "hash", "string", "stream", "string", "string", "hash"),
+                    ("stream", "stream", "hash", "string", "stream", "string", "string", "hash", "string"),
                     strict=False,
                 )
             ),

@@ -35,6 +35,7 @@ import tenacity
 
 from ..core.config import section
 from ..core.hooks import describe, plain_text, propagates
+from ..core.safe_yaml import utf8_size
 from ..core.services import serviceimpl
 from .base import BasePlatformAdapter, MessageEvent, SendResult
 from .broker import FAILED_REPLY, Broker, BrokerError, BrokerSettings, chat_key, fit_reply
@@ -57,8 +58,11 @@ ROLES = ("all", "ingress", "worker")
 DEFAULT_CONCURRENCY = 4  # turns a worker runs at once (gateway.worker.concurrency)
 #: Sessions a worker keeps in memory between its chats' turns (their state is in the store).
 WORKER_SESSION_CACHE = 1024
-#: Message ids a gateway without a broker remembers (the latest): one delivered again is not answered.
+#: Message ids a gateway without a broker remembers (the latest): one delivered again runs no turn.
 SEEN_MESSAGES = 10000
+#: The UTF-8 bytes of first replies a gateway without a broker keeps for those ids, to send one again
+#: to a duplicate delivery (the oldest forgotten first; one forgotten, its duplicate gets nothing).
+KEPT_REPLY_BYTES = 64 * 1024 * 1024
 
 
 @dataclass
@@ -102,6 +106,9 @@ class Gateway:
         self._ingress: Any = None
         #: ``(platform, chat, message id)`` of the latest messages handled without a broker.
         self._seen: collections.OrderedDict[tuple[str, str, str], None] = collections.OrderedDict()
+        #: The first replies of the latest of those messages, and their size (``KEPT_REPLY_BYTES``).
+        self._kept: collections.OrderedDict[tuple[str, str, str], str] = collections.OrderedDict()
+        self._kept_bytes = 0
 
     # -- which platforms ------------------------------------------------------------
 
@@ -278,6 +285,8 @@ class Gateway:
         # Locks belong to the loop they were first used on; a second run gets new ones.
         self._session_locks.clear()
         self._seen.clear()  # message ids are remembered while a run lasts
+        self._kept.clear()
+        self._kept_bytes = 0
         self.errors.clear()
         started: list[str] = []
         try:
@@ -463,7 +472,12 @@ class Gateway:
             kernel.log.warning("gateway_message_without_chat", platform=spec.name)
             return
         if self._ingress is None and self._seen_before(spec.name, str(chat), event.message_id):
-            return  # with a broker, the broker drops a message id it has seen (at submit)
+            # Answered: the first reply again; in progress: its reply, when sent, answers both.
+            # (With a broker, the broker does the same at submit.)
+            kept = self._kept_reply(spec.name, str(chat), event.message_id)
+            if kept is not None:
+                await self.send(adapter, str(chat), kept, reply_to=event.message_id)
+            return
         text = event.text
         decision = await _dispatch_decision(kernel, event, self)
         if decision is not None:
@@ -498,13 +512,35 @@ class Gateway:
                 platform=platform,
                 chat=chat,
                 message=key[2],
-                detail="handled already: it runs one turn and gets one reply",
+                detail="handled already: no second turn; it gets the first reply (sent again once "
+                "answered, else when it comes)",
             )
             return True
         self._seen[key] = None
         if len(self._seen) > SEEN_MESSAGES:
-            self._seen.popitem(last=False)
+            old, _ = self._seen.popitem(last=False)
+            self._forget_reply(old)
         return False
+
+    def _keep_reply(self, platform: str, chat: str, message_id: Any, text: str) -> None:
+        """Keep ``text``, the first reply to a message id seen, for its duplicates (bounded in bytes)."""
+        key = (platform, chat, str(message_id))
+        if message_id is None or message_id == "" or key not in self._seen or key in self._kept:
+            return
+        self._kept[key] = text
+        self._kept_bytes += utf8_size(text)
+        while self._kept_bytes > KEPT_REPLY_BYTES and self._kept:
+            self._forget_reply(next(iter(self._kept)))
+
+    def _kept_reply(self, platform: str, chat: str, message_id: Any) -> str | None:
+        if message_id is None or message_id == "":
+            return None
+        return self._kept.get((platform, chat, str(message_id)))
+
+    def _forget_reply(self, key: tuple[str, str, str]) -> None:
+        text = self._kept.pop(key, None)
+        if text is not None:
+            self._kept_bytes -= utf8_size(text)
 
     async def _answer(
         self, spec: PlatformSpec, adapter: BasePlatformAdapter, event: MessageEvent, text: str
@@ -518,7 +554,9 @@ class Gateway:
             reply = await self.respond(spec.name, session, text, user)
             await self._persist(key, session)
         if reply:
-            await self.send(adapter, chat, fit_reply(reply), reply_to=event.message_id)
+            reply = fit_reply(reply)
+            self._keep_reply(spec.name, chat, event.message_id, reply)
+            await self.send(adapter, chat, reply, reply_to=event.message_id)
 
     async def respond(self, platform: str, session: AgentSession, text: str, user: str | None) -> str:
         """The reply to ``text`` in ``session``: ``/new`` and ``/reset`` start over, another slash

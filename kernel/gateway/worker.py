@@ -194,7 +194,8 @@ class Ingress:
                 continue
             message = self.backlog[0]
             try:
-                queued = await self.broker.submit(message)
+                # A spooled message queued again is the same delivery: no reply sent again for it.
+                queued = await self.broker.submit(message, resend=not self._spooled)
             except BrokerUnavailable:
                 return  # a stop while the broker is unreachable: the backlog goes to the spool
             self.backlog.popleft()

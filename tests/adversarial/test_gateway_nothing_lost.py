@@ -248,11 +248,12 @@ def test_fit_reply_cuts_between_characters_and_keeps_what_fits() -> None:
 
 
 @pytest.mark.parametrize("scaled_out", [False, True], ids=["one-process", "redis"])
-def test_a_message_delivered_twice_runs_one_turn_and_gets_one_reply(
+def test_a_message_delivered_twice_runs_one_turn(
     tmp_path: Path, redis_server: RedisServer, scaled_out: bool
 ) -> None:
     """The platform delivers m1 again while its turn runs, and once more after it was answered: one
-    turn, one reply; the chat's next message is turn 2 (the conversation holds one exchange)."""
+    turn; the later duplicate gets the first reply again (test_gateway_duplicates.py); the chat's next
+    message is turn 2 (the conversation holds one exchange)."""
     broker = {"url": redis_server.url, "prefix": f"d{uuid.uuid4().hex[:8]}"} if scaled_out else None
 
     async def scenario() -> None:
@@ -268,6 +269,8 @@ def test_a_message_delivered_twice_runs_one_turn_and_gets_one_reply(
             got = parse(await client.reply(DEADLINE))
             assert (got["text"], got["turn"]) == ("hello", 1)
             redelivered(server, "m1", "#dup", "cy", "hello")  # after it was answered
+            got = parse(await client.reply(DEADLINE))
+            assert (got["text"], got["turn"]) == ("hello", 1)
             got = parse(await client.ask("#dup", "cy", "next"))
             assert (got["text"], got["turn"]) == ("next", 2)
             await no_more_replies(client, 1.0)
