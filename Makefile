@@ -150,12 +150,13 @@ $(PEERS)/.installed:
 bench-peers: $(STAMP) $(PEERS)/.installed
 	$(PY) tests/benchmarks/bench_kernel.py --peer-python $(PEERS)/bin/python
 
-# The scaled-out gateway under load (tests/benchmarks/bench_gateway.py): one ingress and 1, 2, 4 workers
-# (separate processes) with a real redis-server from .venv/debs; 400 messages from 40 chats, a 200 ms
-# model turn; throughput, latency, lost and duplicated replies, and the broker's overhead per message.
-# A few minutes; `$(PY) tests/benchmarks/bench_gateway.py --quick` is a quick check.
+# The scaled-out gateway under load (tests/benchmarks/bench_gateway.py), driven over the bundled HTTP
+# platform by httpx clients: one ingress and 1, 2, 4, 8, 16 workers (separate processes) with a real
+# redis-server from .venv/debs at 200 ms turns (scaling), 4 workers at 1 ms turns (capacity, with CPU
+# and Redis commands per message), the broker's overhead at light load, and a profiled capacity run
+# (round trips by MONITOR, cProfile in every process).  A few minutes; `--quick` is a quick check.
 bench-gateway: $(STAMP) $(DEBS_STAMP)
-	$(PY) tests/benchmarks/bench_gateway.py
+	$(PY) tests/benchmarks/bench_gateway.py --profile
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check kernel extensions tests
