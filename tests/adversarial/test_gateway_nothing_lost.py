@@ -1,8 +1,9 @@
-"""Nothing lost on the way in or out of the gateway, and one turn per message id.
+"""Nothing lost on the way in or out of the gateway; message ids that join alike stay apart.
 
 Faults a crashing host and a misbehaving platform really produce: an ingress killed while it queues
-its spool with Redis still down, a reply bigger than the ingress reads back, a platform that delivers
-one message twice.  Redis is a real redis-server on 127.0.0.1; the process faults (SIGKILL) hit real
+its spool with Redis still down, a reply bigger than the ingress reads back, message ids that join
+alike (a platform delivering one message twice: test_gateway_duplicates.py).  Redis is a real
+redis-server on 127.0.0.1; the process faults (SIGKILL) hit real
 ``hermes-kernel gateway run`` subprocesses; the platform is the line chat of tests/test_gateway.py (a
 real TCP server the test runs); the model is the bundled ``scripted`` one, and a plugin appends one line
 per turn the model runs, so that turns are counted, not guessed.
@@ -245,41 +246,6 @@ def test_fit_reply_cuts_between_characters_and_keeps_what_fits() -> None:
 
 
 # -- one turn per message id -------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("scaled_out", [False, True], ids=["one-process", "redis"])
-def test_a_message_delivered_twice_runs_one_turn(
-    tmp_path: Path, redis_server: RedisServer, scaled_out: bool
-) -> None:
-    """The platform delivers m1 again while its turn runs, and once more after it was answered: one
-    turn; the later duplicate gets the first reply again (test_gateway_duplicates.py); the chat's next
-    message is turn 2 (the conversation holds one exchange)."""
-    broker = {"url": redis_server.url, "prefix": f"d{uuid.uuid4().hex[:8]}"} if scaled_out else None
-
-    async def scenario() -> None:
-        server = await ChatServer().start()
-        home = gateway_home(tmp_path, server.port, broker=broker, delay=0.5)
-        started = home / "started.jsonl"
-        client = await ChatClient.open(server)
-        with Kernel(home=home) as k:
-            task = await serve(k, server)
-            await client.say("#dup", "cy", "hello")
-            await until(lambda: turns(started) == ["hello"], "the turn to start")
-            redelivered(server, "m1", "#dup", "cy", "hello")  # while its turn runs
-            got = parse(await client.reply(DEADLINE))
-            assert (got["text"], got["turn"]) == ("hello", 1)
-            redelivered(server, "m1", "#dup", "cy", "hello")  # after it was answered
-            got = parse(await client.reply(DEADLINE))
-            assert (got["text"], got["turn"]) == ("hello", 1)
-            got = parse(await client.ask("#dup", "cy", "next"))
-            assert (got["text"], got["turn"]) == ("next", 2)
-            await no_more_replies(client, 1.0)
-            await stop(k, task)
-        assert turns(started) == ["hello", "next"]
-        client.close()
-        await server.close()
-
-    run(scenario())
 
 
 @pytest.mark.parametrize("scaled_out", [False, True], ids=["one-process", "redis"])
