@@ -811,7 +811,7 @@ def offer_enable(args: argparse.Namespace, targets: list[tuple[str, str, Manifes
     from .plugins import enable_plugin
 
     with unloaded_kernel() as kernel:
-        home, choice = kernel.home, kernel._disabled_names()
+        home, choice = kernel.home, kernel.plugin_choice()
     config_file = home / "config.yaml"
     left_off = [
         key

@@ -377,7 +377,7 @@ _ENTRY = _mapping(
 
 _PLUGINS = _mapping(
     {
-        "disabled": OWNED,  # read (and reported) by the kernel itself: kernel.core.kernel._disabled_names
+        "disabled": OWNED,  # read (and reported) by the kernel itself: kernel.core.kernel.plugin_choice
         "enabled": OWNED,
         "hook_timeout": OWNED,  # Kernel._seconds
         "register_timeout": OWNED,

@@ -162,7 +162,7 @@ class Kernel(Loader):
             services = self._services
             services.attach_declared()
             services.hook.service_load_started(kernel=self)
-            disabled = self._disabled_names()
+            disabled = self.plugin_choice()
             merged, refused = self._discover()
             self._refused.extend(_Record.from_candidate(c) for c in refused)
             with self._hooks.batch(), _gc_paused():
@@ -227,7 +227,7 @@ class Kernel(Loader):
         previous: dict[str, dict[str, Any]] = {}
         for record in saved:
             previous.setdefault(record["name"], record)
-        choice = self._disabled_names()
+        choice = self.plugin_choice()
         rows: list[tuple[PluginInfo, str]] = []
         for cand in [*(merged[key] for key in sorted(merged, key=plugin_order)), *refused]:
             record = _Record.from_candidate(cand)
@@ -567,8 +567,10 @@ class Kernel(Loader):
         self.problems.append(problem)
         self.log.warning("config_problem", detail=problem)
 
-    def _disabled_names(self) -> Choice:
-        """``plugins.disabled`` and, when config.yaml has it, ``plugins.enabled`` (Hermes' allow-list).
+    def plugin_choice(self) -> Choice:
+        """Which plugins the configuration lets load: ``plugins.disabled``, ``plugins.enabled`` (Hermes'
+        allow-list) when config.yaml has it, the plugins switched off for this run, and whether Hermes
+        Agent has used the home (then, without ``plugins.enabled``, only bundled plugins run).
 
         A name written as a string (``disabled: calculator``) counts as a one-item list; what is
         wrong with either is reported once (see :func:`~kernel.core.config.plugin_names`).
@@ -650,7 +652,7 @@ class Kernel(Loader):
         with self._lock:
             self._refuse_if_closed(name or group)
             count = 0
-            disabled = self._disabled_names()
+            disabled = self.plugin_choice()
             wanted = [
                 cand
                 for cand in scan_entry_points(self.log, groups=(group,))
