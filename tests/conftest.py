@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
 import select
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -352,3 +354,24 @@ def echo_bot(spec: Any, **config: Any) -> Any:
 
     bot.set_message_handler(handler)
     return bot
+
+
+def start_gateway(home: Path, *args: str) -> subprocess.Popen[bytes]:
+    """``hermes-kernel gateway run ARGS`` against ``home``, its output appended to ``home/gateway.out``
+    (``proc.home`` is ``home``)."""
+    with (home / "gateway.out").open("ab") as sink:
+        proc = subprocess.Popen(
+            [*CLI, "gateway", "run", *args], env=cli_env(home), stdout=sink, stderr=subprocess.STDOUT
+        )
+    proc.home = home  # type: ignore[attr-defined]
+    return proc
+
+
+def end_processes(procs: list[subprocess.Popen[bytes]]) -> None:
+    """Kill each process still running (a stopped one is continued first) and reap every one."""
+    for proc in procs:
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGCONT)
+            proc.kill()
+        proc.wait(timeout=30)

@@ -29,7 +29,7 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from conftest import CLI, cli_env, write_plugin
+from conftest import end_processes, start_gateway, write_plugin
 from redis_server import RedisServer, free_port
 from test_gateway_scale import ECHO_PLUGIN, REPLY, log_text
 
@@ -76,32 +76,12 @@ class Cluster:
 
     def start(self, name: str, role: str) -> subprocess.Popen[bytes]:
         home = self.home(name, ingress=role == "ingress")
-        with (home / "gateway.out").open("ab") as sink:
-            proc = subprocess.Popen(
-                [*CLI, "gateway", "run", "--role", role],
-                env=cli_env(home),
-                stdout=sink,
-                stderr=subprocess.STDOUT,
-            )
-        proc.home = home  # type: ignore[attr-defined]
+        proc = start_gateway(home, "--role", role)
         self.procs.append(proc)
         return proc
 
     def stop_all(self) -> None:
-        for proc in self.procs:
-            if proc.poll() is None:
-                with _no_such_process():
-                    os.kill(proc.pid, signal.SIGCONT)
-                proc.kill()
-            proc.wait(timeout=30)
-
-
-class _no_such_process:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind: Any, *_: Any) -> bool:
-        return kind is ProcessLookupError
+        end_processes(self.procs)
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import CLI, cli_env, run_cli, write_plugin
+from conftest import cli_env, end_processes, run_cli, start_gateway, write_plugin
 from redis_server import RedisServer
 from test_gateway import ChatClient, ChatServer, platform_plugin, until
 
@@ -109,14 +109,7 @@ class Deployment:
 
     def start(self, name: str, role: str, **options: Any) -> subprocess.Popen[bytes]:
         home = self.home(name, **options)
-        log = (home / "gateway.out").open("ab")
-        proc = subprocess.Popen(
-            [*CLI, "gateway", "run", "--role", role],
-            env=cli_env(home),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        proc.home = home  # type: ignore[attr-defined]
+        proc = start_gateway(home, "--role", role)
         self.procs.append(proc)
         return proc
 
@@ -161,10 +154,7 @@ class Deployment:
         return proc.stdout
 
     def stop_all(self) -> None:
-        for proc in self.procs:
-            if proc.poll() is None:
-                proc.kill()
-            proc.wait(timeout=30)
+        end_processes(self.procs)
 
 
 @pytest.fixture

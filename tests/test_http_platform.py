@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from conftest import CLI, cli_env, write_plugin
+from conftest import end_processes, start_gateway, write_plugin
 from test_gateway import until
 from test_gateway_scale import ECHO_PLUGIN, REPLY
 
@@ -50,11 +50,7 @@ class Gateways:
         return home
 
     def start(self, home: Path, *args: str) -> subprocess.Popen[bytes]:
-        with (home / "gateway.out").open("ab") as sink:
-            proc = subprocess.Popen(
-                [*CLI, "gateway", "run", *args], env=cli_env(home), stdout=sink, stderr=subprocess.STDOUT
-            )
-        proc.home = home  # type: ignore[attr-defined]
+        proc = start_gateway(home, *args)
         self.procs.append(proc)
         return proc
 
@@ -74,10 +70,7 @@ class Gateways:
         return found[1]
 
     def stop_all(self) -> None:
-        for proc in self.procs:
-            if proc.poll() is None:
-                proc.kill()
-            proc.wait(timeout=30)
+        end_processes(self.procs)
 
 
 @pytest.fixture
