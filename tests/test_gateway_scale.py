@@ -153,6 +153,19 @@ class Deployment:
         assert proc.returncode == 0, proc.stderr
         return proc.stdout
 
+    async def replies_acknowledged(self, platform: str = "linechat") -> None:
+        """Wait until the ingress has acknowledged every reply it sent: a SIGKILL before that is the
+        documented window in which the next ingress sends a reply again."""
+        from kernel.gateway.redis_broker import INGRESS
+
+        stream = f"{self.prefix}:out:{platform}"
+        raw = self.redis.client()
+
+        def pending() -> int:
+            return int(raw.xpending(stream, INGRESS)["pending"]) if raw.exists(stream) else 0
+
+        await until(lambda: pending() == 0, "the ingress to acknowledge its replies", DEADLINE)
+
     def stop_all(self) -> None:
         end_processes(self.procs)
 
@@ -783,6 +796,7 @@ def test_a_second_ingress_for_a_platform_waits_as_its_standby_and_takes_over(dep
         assert server.joins == 1 and len(server.bots) == 1
         client = await ChatClient.open(server)
         assert parse(await client.ask("#h", "sy", "one"))["turn"] == 1
+        await d.replies_acknowledged()
         first.kill()
         first.wait()
         await until(lambda: len(server.bots) == 1 and server.joins == 2, "the standby to connect", DEADLINE)
