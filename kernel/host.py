@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .core.callbacks import describe, propagates
+from .core.data import copy_data
 
 if TYPE_CHECKING:
     from .core.kernel import Kernel
@@ -259,6 +260,10 @@ class HostSession:
             context["tool_call_id"] = str(tool_call_id)
         return context
 
+    def _history_for(self, hook: str) -> list[dict[str, Any]]:
+        """The conversation as ``hook``'s callbacks get it: their own copy, made only if one listens."""
+        return copy_data(self.history) if self.kernel.has_callbacks(hook) else []
+
     def _base(self) -> dict[str, Any]:
         return {"session_id": self.session_id, "model": self.model, "platform": self.platform}
 
@@ -318,7 +323,7 @@ class HostSession:
                     "task_id": self.task_id,
                     "turn_id": turn.turn_id,
                     "user_message": user_message,
-                    "conversation_history": copy.deepcopy(self.history),
+                    "conversation_history": self._history_for("pre_llm_call"),
                     "is_first_turn": first,
                     "parent_session_id": None,
                     "sender_id": self.sender_id,
@@ -389,7 +394,7 @@ class HostSession:
                 "turn_id": turn.turn_id,
                 "user_message": turn.user_message,
                 "assistant_response": reply,
-                "conversation_history": copy.deepcopy(self.history),
+                "conversation_history": self._history_for("post_llm_call"),
             },
         )
         replacement = yield _FirstText(

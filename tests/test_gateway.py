@@ -201,6 +201,9 @@ class LineChatAdapter(BasePlatformAdapter):
         self.reconnects_itself = bool(config.extra.get("self_reconnect", False))
         # inline: await handle_message inside the read loop (the Hermes adapters' convention).
         self.inline = bool(config.extra.get("inline", False))
+        # refuse: chats whose every send fails (a chat the platform no longer has).
+        self.refuse = set(config.extra.get("refuse", ()))
+        self.refused = 0
         self._writer = None
         self._reading = None
         self._closing = False
@@ -252,6 +255,9 @@ class LineChatAdapter(BasePlatformAdapter):
     async def send(self, chat_id, content, reply_to=None, metadata=None):
         if self._writer is None:
             return SendResult(success=False, error="not connected")
+        if chat_id in self.refuse:
+            self.refused += 1
+            return SendResult(success=False, error=f"no chat {chat_id} here")
         payload = json.dumps({"chat": chat_id, "text": content, "reply_to": reply_to})
         self._writer.write(f"SAY {payload}\n".encode())
         await self._writer.drain()

@@ -95,6 +95,15 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
         redis.stop()
 
 
+async def listening(client: httpx.AsyncClient, url: str) -> None:
+    """Return once the ingress at ``url`` answers its health check (a minute at most)."""
+    for _ in range(600):
+        with contextlib.suppress(httpx.HTTPError):
+            if (await client.get(f"{url}/v1/health")).status_code == 200:
+                return
+        await asyncio.sleep(0.1)
+
+
 async def drive_chat(
     client: httpx.AsyncClient, url: str, chat: str, got: dict[str, list[str]], posts: dict[str, int]
 ) -> None:
@@ -193,12 +202,7 @@ def test_chaos_every_message_answered_once_in_order_while_processes_die(cluster:
     async def scenario() -> list[str]:
         limits = httpx.Limits(max_connections=CHATS * 2, max_keepalive_connections=CHATS * 2)
         async with httpx.AsyncClient(timeout=WAIT + 10, limits=limits) as client:
-            # Traffic starts as soon as the ingress listens; the chaos with it.
-            for _ in range(600):
-                with contextlib.suppress(httpx.HTTPError):
-                    if (await client.get(f"{url}/v1/health")).status_code == 200:
-                        break
-                await asyncio.sleep(0.1)
+            await listening(client, url)  # traffic starts as soon as the ingress listens; the chaos with it
             drivers = [asyncio.create_task(drive_chat(client, url, chat, got, posts)) for chat in chats]
             faults = asyncio.create_task(chaos(cluster, workers, ingress, victims, lambda: len(got)))
             try:

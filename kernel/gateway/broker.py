@@ -23,7 +23,7 @@ import socket
 import time
 import uuid
 from abc import ABC, abstractmethod
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -208,9 +208,7 @@ class Inbound:
         return f"{key_part(self.platform)}:{key_part(self.chat_id)}:{self.message_id or self.uid}"
 
     def dumps(self) -> str:
-        data = asdict(self)
-        data.pop("broker_id")
-        return json.dumps(data)
+        return json.dumps({name: getattr(self, name) for name in _INBOUND_FIELDS})
 
     @classmethod
     def loads(cls, text: str | bytes, broker_id: str = "") -> Inbound:
@@ -234,6 +232,10 @@ class Inbound:
         return message
 
 
+#: What :meth:`Inbound.dumps` writes (every field is a string, a number or null: no copy needed).
+_INBOUND_FIELDS = tuple(name for name in Inbound.__dataclass_fields__ if name != "broker_id")
+
+
 @dataclass
 class Outbound:
     """A reply a worker hands back, for the ingress to send."""
@@ -248,7 +250,7 @@ class Outbound:
     worker: str = ""
 
     def dumps(self) -> str:
-        return json.dumps(asdict(self))
+        return json.dumps({name: getattr(self, name) for name in self.__dataclass_fields__})
 
     @classmethod
     def loads(cls, text: str | bytes) -> Outbound:
@@ -328,7 +330,7 @@ class Member:
     error: str | None = None
 
     def dumps(self) -> str:
-        return json.dumps(asdict(self))
+        return json.dumps({name: getattr(self, name) for name in self.__dataclass_fields__})
 
 
 def member_id(role: str) -> str:
@@ -388,6 +390,11 @@ class Broker(ABC):
     @abstractmethod
     async def sent(self, platform: str, entry: str) -> None:
         """Record the reply ``entry`` as sent: it is dropped from the platform's replies."""
+
+    @abstractmethod
+    async def set_aside_reply(self, platform: str, entry: str, reply: Outbound, error: str) -> None:
+        """Move the reply ``entry``, which the platform never took, out of the platform's replies into
+        its undelivered ones (kept for inspection, with ``error``)."""
 
     @abstractmethod
     async def hold_platform(self, platform: str, member: str, ttl: float) -> str | None:

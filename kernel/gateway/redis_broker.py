@@ -68,6 +68,8 @@ SEEN_TTL = SENT_TTL
 #: How long a message's first reply is kept (``P:answer:<message>``, at most a reply record) to be
 #: sent again to a duplicate delivery of the message; later, a duplicate gets nothing (logged).
 ANSWER_TTL = 3600
+#: Undelivered replies kept per platform (P:undelivered:<platform>, the oldest trimmed first).
+UNDELIVERED_KEPT = 10_000
 RETRY_FIRST = 0.1
 RETRY_MAX = 5.0
 
@@ -600,6 +602,25 @@ class RedisBroker(Broker):
                 await pipe.execute()
 
         await self._call("mark a reply sent", mark)
+
+    def k_undelivered(self, platform: str) -> str:
+        return f"{self.settings.prefix}:undelivered:{key_part(platform)}"
+
+    async def set_aside_reply(self, platform: str, entry: str, reply: Outbound, error: str) -> None:
+        async def move() -> None:
+            async with self._redis.pipeline(transaction=True) as pipe:
+                pipe.xadd(
+                    self.k_undelivered(platform),
+                    {"r": reply.dumps(), "error": error[:2000], "at": str(time.time())},
+                    maxlen=UNDELIVERED_KEPT,
+                    approximate=True,
+                )
+                pipe.xack(self.k_out(platform), INGRESS, entry)
+                pipe.xdel(self.k_out(platform), entry)
+                await pipe.execute()
+
+        stream = self.k_undelivered(platform)
+        await self._typed("set an undelivered reply aside", {stream: "stream"}, move)
 
     def k_ingress(self, platform: str) -> str:
         return f"{self.settings.prefix}:ingress:{key_part(platform)}"

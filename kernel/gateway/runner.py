@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import inspect
+import json
 import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -63,6 +64,10 @@ SEEN_MESSAGES = 10000
 #: The UTF-8 bytes of first replies a gateway without a broker keeps for those ids, to send one again
 #: to a duplicate delivery (the oldest forgotten first; one forgotten, its duplicate gets nothing).
 KEPT_REPLY_BYTES = 64 * 1024 * 1024
+#: Tries at sending a reply none of whose pieces went through (0.5 s, then 1 s between them).
+SEND_TRIES = 3
+#: The most ``gateway/undelivered.jsonl`` grows to (a single process's replies never sent).
+UNDELIVERED_BYTES = 64 * 1024 * 1024
 
 
 @dataclass
@@ -556,7 +561,9 @@ class Gateway:
         if reply:
             reply = fit_reply(reply)
             self._keep_reply(spec.name, chat, event.message_id, reply)
-            await self.send(adapter, chat, reply, reply_to=event.message_id)
+            error = await self.send_reply(adapter, chat, reply, reply_to=event.message_id)
+            if error is not None:
+                self._keep_undelivered(spec.name, chat, event.message_id, reply, error)
 
     async def respond(self, platform: str, session: AgentSession, text: str, user: str | None) -> str:
         """The reply to ``text`` in ``session``: ``/new`` and ``/reset`` start over, another slash
@@ -662,6 +669,47 @@ class Gateway:
                 result = SendResult(success=False, error=error)
             results.append(result)
         return results
+
+    async def send_reply(
+        self, adapter: BasePlatformAdapter, chat_id: str, text: str, reply_to: str | None = None
+    ) -> str | None:
+        """Send a reply; while none of its pieces went through, try again (:data:`SEND_TRIES` in all).
+        ``None`` once sent, else the platform's last error (the caller keeps the reply)."""
+        error = "the platform refused it"
+        for attempt in range(SEND_TRIES):
+            if attempt:
+                await asyncio.sleep(0.5 * 2 ** (attempt - 1))
+            results = await self.send(adapter, chat_id, text, reply_to=reply_to)
+            if not results or any(result.success for result in results):
+                return None
+            error = str(results[-1].error or error)
+        return error
+
+    def _keep_undelivered(self, platform: str, chat: str, message_id: Any, reply: str, error: str) -> None:
+        """A reply the platform never took: logged and appended to ``gateway/undelivered.jsonl``."""
+        path = self._kernel.home / "gateway" / "undelivered.jsonl"
+        record = json.dumps(
+            {"platform": platform, "chat_id": chat, "reply_to": message_id, "text": reply, "error": error}
+        )
+        kept: str | None = str(path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if path.exists() and path.stat().st_size + len(record) > UNDELIVERED_BYTES:
+                kept = None
+            else:
+                with path.open("a", encoding="utf-8") as out:
+                    out.write(record + "\n")
+        except OSError:
+            kept = None
+        self._kernel.log.warning(
+            "gateway_reply_undeliverable",
+            platform=platform,
+            chat=chat[:200],
+            message=str(message_id)[:200],
+            error=error[:500],
+            tries=SEND_TRIES,
+            kept_in=kept or f"nowhere: {path} is full or cannot be written",
+        )
 
     # -- delivery to a home channel ----------------------------------------------------------
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sqlite3
 import threading
 import time
@@ -31,6 +32,9 @@ from ..core.safe_yaml import json_text_size
 MAX_STATE_BYTES = 32 * 1024 * 1024
 #: The deepest JSON nesting accepted when a state is read back.
 MAX_STATE_DEPTH = 64
+#: A JSON string (its escapes included), and the brackets left once strings are taken out.
+_STRINGS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_BRACKETS = re.compile(r"[\[\]{}]")
 #: "The store was not read": what a caller passes when it has no record in hand.
 NOT_READ = object()
 
@@ -104,25 +108,15 @@ def read_json_object(text: str | bytes, limit: int) -> dict[str, Any]:
 
 def _check_depth(text: str) -> None:
     """Refuse JSON nested deeper than :data:`MAX_STATE_DEPTH` before ``json.loads`` recurses into it."""
-    depth = deepest = 0
-    in_string = escaped = False
-    for char in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in "[{":
+    if text.count("[") + text.count("{") <= MAX_STATE_DEPTH:
+        return  # not even that many openings, inside strings or not
+    depth = 0
+    for bracket in _BRACKETS.findall(_STRINGS.sub("", text)):
+        if bracket in "[{":
             depth += 1
-            if depth > deepest:
-                deepest = depth
-                if deepest > MAX_STATE_DEPTH:
-                    raise ValueError(f"nested deeper than {MAX_STATE_DEPTH} levels")
-        elif char in "]}":
+            if depth > MAX_STATE_DEPTH:
+                raise ValueError(f"nested deeper than {MAX_STATE_DEPTH} levels")
+        else:
             depth -= 1
 
 

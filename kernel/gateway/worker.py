@@ -236,13 +236,32 @@ class Ingress:
         broker = self.broker
         try:
             if reply is not None:
-                adapter = self.gateway.adapters.get(platform)
-                while adapter is None or not adapter.is_connected:
-                    if self.stopping:
-                        return False  # it stays in the broker: sent after the restart
-                    await asyncio.sleep(RESEND_WAIT)
+                while True:
                     adapter = self.gateway.adapters.get(platform)
-                await self.gateway.send(adapter, reply.chat_id, reply.text, reply_to=reply.reply_to)
+                    while adapter is None or not adapter.is_connected:
+                        if self.stopping:
+                            return False  # it stays in the broker: sent after the restart
+                        await asyncio.sleep(RESEND_WAIT)
+                        adapter = self.gateway.adapters.get(platform)
+                    error = await self.gateway.send_reply(
+                        adapter, reply.chat_id, reply.text, reply_to=reply.reply_to
+                    )
+                    if error is None or adapter.is_connected:
+                        break
+                    # The connection went while sending: the reply waits for the next one.
+                if error is not None:
+                    self.kernel.log.warning(
+                        "gateway_reply_undeliverable",
+                        platform=platform,
+                        chat=reply.chat_id[:200],
+                        message=str(reply.reply_to)[:200],
+                        error=error[:500],
+                        kept_in=broker.k_undelivered(platform)
+                        if hasattr(broker, "k_undelivered")
+                        else "the broker",
+                    )
+                    await broker.set_aside_reply(platform, entry, reply, error)
+                    return True
                 self.delivered += 1
             await broker.sent(platform, entry)
         except BrokerUnavailable:
@@ -343,6 +362,8 @@ class Worker:
     async def run(self) -> None:
         beats = asyncio.create_task(_beat(self, self._leases), name="gateway-worker-heartbeat")
         try:
+            # The model's client (its imports, a scripted model's file) is built now, not in a turn.
+            await asyncio.to_thread(self._prepare_model)
             while not self.stopping:
                 free = self.concurrency - len(self.serving)
                 if free <= 0:
@@ -368,6 +389,10 @@ class Worker:
                     task.add_done_callback(lambda _t, token=lease.token: self._done(token))
         finally:
             beats.cancel()
+
+    def _prepare_model(self) -> None:
+        with contextlib.suppress(Exception):  # a turn reports it to the chat, with the fix
+            self.kernel.providers.model()
 
     async def _loop_failed(self, exc: Exception) -> None:
         """Log a failure to take chats (the first of a run, and each new kind), report it in the member

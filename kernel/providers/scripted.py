@@ -42,6 +42,7 @@ from typing import Any
 
 import yaml
 
+from ..core.safe_yaml import load_yaml
 from .calls import ApiCall, MiddlewareCalls, afire, fire
 from .results import ChatResult, ProviderError, ToolCall, Usage
 
@@ -107,7 +108,7 @@ class ScriptedTransport(MiddlewareCalls):
         except (OSError, UnicodeDecodeError) as exc:
             raise self._fail(f"cannot be read ({type(exc).__name__}: {exc})") from None
         try:
-            data = yaml.safe_load(text)
+            data = load_yaml(text)  # the C loader; alias bombs refused
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""

@@ -277,3 +277,53 @@ def test_message_keys_are_collision_free() -> None:
     parts = [("irc", "a", "b:1"), ("irc", "a:b", "1"), ("irc:a", "b", "1"), ("i", "rc:a:b", "1")]
     keys = {Inbound(platform=p, chat_id=c, text="", message_id=m).reply_key for p, c, m in parts}
     assert len(keys) == len(parts)
+
+
+# -- a reply the platform never takes ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scaled_out", [False, True], ids=["one-process", "redis"])
+def test_a_reply_the_platform_refuses_is_tried_again_then_kept_and_the_others_go_on(
+    tmp_path: Path, redis_server: RedisServer, scaled_out: bool
+) -> None:
+    """Every send to one chat fails (the platform no longer has it): the reply is tried three times,
+    then kept — in ``P:undelivered:<platform>`` through Redis, in ``gateway/undelivered.jsonl`` in one
+    process — never dropped as if sent; the next chat's reply goes out as usual."""
+    prefix = f"u{uuid.uuid4().hex[:8]}"
+    broker = {"url": redis_server.url, "prefix": prefix} if scaled_out else None
+
+    async def scenario() -> None:
+        server = await ChatServer().start()
+        home = gateway_home(tmp_path, server.port, broker=broker, refuse=["#gone"])
+        client = await ChatClient.open(server)
+        with Kernel(home=home) as k:
+            task = await serve(k, server)
+            await client.say("#gone", "go", "lost?")
+            await client.say("#fine", "fi", "hello")
+            got = parse(await client.reply(DEADLINE))
+            assert (got["chat"], got["text"]) == ("#fine", "hello")
+            if scaled_out:
+                raw = redis_server.client()
+                await until(
+                    lambda: raw.xlen(f"{prefix}:undelivered:linechat") == 1, "the reply kept", DEADLINE
+                )
+                [(_entry, fields)] = raw.xrange(f"{prefix}:undelivered:linechat")
+                kept = json.loads(fields["r"])
+                assert raw.xlen(f"{prefix}:out:linechat") == 0
+            else:
+                path = home / "gateway" / "undelivered.jsonl"
+                await until(path.is_file, "the reply kept", DEADLINE)
+                kept = json.loads(path.read_text(encoding="utf-8").splitlines()[0])
+            assert (
+                kept["chat_id"] == "#gone"
+                and parse({"text": kept["text"], "chat": "#gone"})["text"] == "lost?"
+            )
+            adapter = k.gateway.adapters["linechat"]
+            assert adapter.refused == 3  # type: ignore[attr-defined]
+            await stop(k, task)
+        assert "gateway_reply_undeliverable" in log_text(home)
+        await no_more_replies(client, 0.3)
+        client.close()
+        await server.close()
+
+    run(scenario())

@@ -4,11 +4,11 @@ Every gateway process is a real ``python -m kernel gateway run --role ...`` with
 on separate machines), on this machine; the broker is a real redis-server on 127.0.0.1 (the one
 ``make test-deps`` unpacks into .venv/debs, run by tests/redis_server.py with its append-only file,
 ``appendfsync everysec`` by default as in Redis, ``--appendfsync always`` for an fsync per write); the
-platform is the bundled HTTP one (extensions/platforms/http) on the ingress, driven by real HTTP clients
-(httpx, async, one keep-alive connection per chat at most): each chat is a person who posts a message
-with ``POST /v1/messages?wait=S`` and posts the next once the reply came back in the response.  The
-model is the bundled ``scripted`` one, every turn ``ok`` after a fixed wait.  A small probe plugin in
-every home records when each turn starts and ends.
+platform is the bundled HTTP one (extensions/platforms/http) on the ingress, driven by real HTTP
+clients (a lean asyncio HTTP/1.1 one in this file, one keep-alive connection per chat at most): each chat
+is a person who posts a message with ``POST /v1/messages?wait=S`` and posts the next once the reply
+came back in the response.  The model is the bundled ``scripted`` one, every turn ``ok`` after a fixed
+wait.  A small probe plugin in every home records when each turn starts and ends.
 
 A. Scaling: one ingress and 1, 2, 4, 8, 16 workers, each ``--concurrency 1`` (N workers = N turns at
    once), a 200 ms turn; 50 messages per worker (at least 100) from 40 chats.  Throughput is messages/s
@@ -44,6 +44,7 @@ import argparse
 import asyncio
 import collections
 import contextlib
+import dataclasses
 import itertools
 import json
 import marshal
@@ -60,13 +61,13 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.parse
 import uuid
 from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-import httpx
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: Redis, the CLI
@@ -205,12 +206,75 @@ def plan(messages: int, chats: int, prefix: str = "c") -> dict[str, list[tuple[s
     return {chat: items for chat, items in out.items() if items}
 
 
-def http_client(url: str, connections: int) -> httpx.AsyncClient:
-    limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
-    return httpx.AsyncClient(base_url=url, timeout=REPLY_WAIT + 30, limits=limits)
+@dataclasses.dataclass
+class Answer:
+    status_code: int
+    text: str
+
+    def json(self) -> Any:
+        return json.loads(self.text)
 
 
-async def converse(client: httpx.AsyncClient, tally: Tally, chat: str, items: list[tuple[str, str]]) -> None:
+class LeanClient:
+    """HTTP/1.1 over keep-alive asyncio connections, at most ``connections`` open: the load generator
+    shares the machine with the gateway, and httpx costs more CPU per request (3.7 ms measured) than
+    the gateway does per message. The HTTP platform answers with Content-Length, never chunked."""
+
+    def __init__(self, url: str, connections: int) -> None:
+        parts = urllib.parse.urlsplit(url)
+        self.host, self.port = parts.hostname or "127.0.0.1", parts.port or 80
+        self.free: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+        self.slots = asyncio.Semaphore(connections)
+
+    async def __aenter__(self) -> LeanClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        for _reader, writer in self.free:
+            writer.close()
+        self.free.clear()
+
+    async def get(self, path: str, params: dict[str, Any] | None = None) -> Answer:
+        return await self.request("GET", path, params, None)
+
+    async def post(self, path: str, params: dict[str, Any] | None = None, json: Any = None) -> Answer:
+        return await self.request("POST", path, params, json)
+
+    async def request(self, method: str, path: str, params: dict[str, Any] | None, body: Any) -> Answer:
+        target = f"{path}?{urllib.parse.urlencode(params)}" if params else path
+        data = b"" if body is None else json.dumps(body).encode()
+        head = f"{method} {target} HTTP/1.1\r\nHost: {self.host}\r\nContent-Length: {len(data)}\r\n"
+        if body is not None:
+            head += "Content-Type: application/json\r\n"
+        async with self.slots:
+            reader, writer = self.free.pop() if self.free else await self._open()
+            writer.write(head.encode() + b"\r\n" + data)
+            status_line = await asyncio.wait_for(reader.readline(), REPLY_WAIT + 30)
+            if not status_line:
+                raise BenchError(f"{method} {path}: the gateway closed the connection")
+            length, keep = 0, True
+            while (line := await reader.readline()) not in (b"\r\n", b""):
+                name, _, value = line.decode("latin-1").partition(":")
+                if name.strip().lower() == "content-length":
+                    length = int(value)
+                elif name.strip().lower() == "connection":
+                    keep = value.strip().lower() != "close"
+            text = (await reader.readexactly(length)).decode()
+            if keep:
+                self.free.append((reader, writer))
+            else:
+                writer.close()
+            return Answer(int(status_line.split()[1]), text)
+
+    async def _open(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        return await asyncio.open_connection(self.host, self.port)
+
+
+def http_client(url: str, connections: int) -> LeanClient:
+    return LeanClient(url, connections)
+
+
+async def converse(client: LeanClient, tally: Tally, chat: str, items: list[tuple[str, str]]) -> None:
     """One person: each message posted once the previous one's reply came back in its response."""
     for message_id, text in items:
         body = {"chat_id": chat, "text": text, "message_id": message_id, "user": "ann"}
@@ -225,7 +289,7 @@ async def converse(client: httpx.AsyncClient, tally: Tally, chat: str, items: li
             raise BenchError(f"POST /v1/messages answered {answer.status_code}: {answer.text[:200]}")
 
 
-async def read_back(client: httpx.AsyncClient, tally: Tally, chats: list[str]) -> None:
+async def read_back(client: LeanClient, tally: Tally, chats: list[str]) -> None:
     """Every reply the platform kept: a second one to a message is a duplicate; ``reply_order``."""
     kept: list[dict[str, Any]] = []
     for chat in chats:
@@ -888,7 +952,6 @@ def environment(redis: RedisServer) -> dict[str, Any]:
         "hermes_kernel": kernel_version,
         "redis_server": redis_version,
         "redis_py": metadata.version("redis"),
-        "httpx": metadata.version("httpx"),
         "cpu_count": os.cpu_count(),
         "cpus_usable": affinity,
         "platform": platform.platform(),
@@ -954,7 +1017,7 @@ def print_report(env: dict[str, Any], settings: dict[str, Any], results: dict[st
     print(
         f"Python {env['python']} ({env['implementation']}), hermes-kernel {env['hermes_kernel']}, "
         f"redis-server {env['redis_server']} (appendfsync {settings['appendfsync']}), "
-        f"redis-py {env['redis_py']}, httpx {env['httpx']}"
+        f"redis-py {env['redis_py']}"
     )
     print(f"CPU count: {env['cpu_count']} (usable: {env['cpus_usable']}), {env['platform']}")
     print(f"mode: {'quick' if settings['quick'] else 'full'}")
@@ -1202,7 +1265,7 @@ def main(argv: list[str] | None = None) -> int:
         env = environment(redis)
         results = asyncio.run(run_all(root, redis, fleets, settings, log))
         failed = False
-    except (BenchError, TimeoutError, httpx.HTTPError) as exc:
+    except (BenchError, TimeoutError, OSError, ValueError) as exc:
         print(f"benchmark setup error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
