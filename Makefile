@@ -35,7 +35,7 @@ LINT_REQS := tests/lint-requirements.txt
 PEERS := .venv-peers
 HERMES_AGENT_VERSION := 0.19.0
 
-.PHONY: run test test-deps bench bench-peers bench-gateway lint clean
+.PHONY: run test test-deps bench bench-peers bench-gateway hermes-surface lint clean
 
 # pip's download cache stays in the project's folder too.
 export PIP_CACHE_DIR := $(abspath $(VENV))/pip-cache
@@ -150,13 +150,20 @@ $(PEERS)/.installed:
 bench-peers: $(STAMP) $(PEERS)/.installed
 	$(PY) tests/benchmarks/bench_kernel.py --peer-python $(PEERS)/bin/python
 
+# Hermes Agent 0.19's module surface, from the peers venv, into tests/compat/hermes-0.19-surface.json (read by
+# tests/compat/test_hermes_surface.py; the suite never needs Hermes itself).
+hermes-surface: $(PEERS)/.installed
+	$(PEERS)/bin/python scripts/hermes_surface.py --output tests/compat/hermes-0.19-surface.json
+
 # The scaled-out gateway under load (tests/benchmarks/bench_gateway.py), driven over the bundled HTTP
-# platform by httpx clients: one ingress and 1, 2, 4, 8, 16 workers (separate processes) with a real
-# redis-server from .venv/debs at 200 ms turns (scaling), 4 workers at 1 ms turns (capacity, with CPU
-# and Redis commands per message), the broker's overhead at light load, and a profiled capacity run
-# (round trips by MONITOR, cProfile in every process).  A few minutes; `--quick` is a quick check.
+# platform by lean HTTP clients: one ingress and 1, 2, 4, 8, 16 workers (separate processes) with a
+# real redis-server from .venv/debs at 200 ms turns (scaling), 4 workers at 1 ms turns (capacity, with
+# CPU and Redis commands per message), the broker's overhead at light load, and a profiled capacity run
+# (round trips by MONITOR, cProfile in every process); then the chaos test's traffic calm and with its
+# faults (tests/benchmarks/bench_chaos.py).  A few minutes; `--quick` is a quick check.
 bench-gateway: $(STAMP) $(DEBS_STAMP)
 	$(PY) tests/benchmarks/bench_gateway.py --profile
+	$(PY) tests/benchmarks/bench_chaos.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check kernel extensions tests

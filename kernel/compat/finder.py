@@ -37,6 +37,7 @@ SHIMS: dict[str, tuple[str | None, bool]] = {
     "agent": (None, True),
     "agent.memory_provider": ("agent_memory_provider", False),
     "agent.context_engine": ("agent_context_engine", False),
+    "agent.context_compressor": ("agent_context_compressor", False),
     "agent.image_gen_provider": ("agent_image_gen_provider", False),
     "agent.image_gen_registry": ("agent_image_gen_registry", False),
     "agent.video_gen_provider": ("agent_video_gen_provider", False),

@@ -10,6 +10,34 @@ from typing import Any
 API_MODES = ("chat_completions", "scripted")
 
 
+class _OmitTemperature:
+    """The type of :data:`OMIT_TEMPERATURE` (one instance; it survives copying and pickling as itself)."""
+
+    _instance: _OmitTemperature | None = None
+
+    def __new__(cls) -> _OmitTemperature:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "OMIT_TEMPERATURE"
+
+    def __reduce__(self) -> str:
+        return "OMIT_TEMPERATURE"
+
+    def __copy__(self) -> _OmitTemperature:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _OmitTemperature:
+        return self
+
+
+#: ``fixed_temperature=OMIT_TEMPERATURE``: the request carries no ``temperature`` at all (for models
+#: that refuse the parameter), whatever the caller asked for.
+OMIT_TEMPERATURE: Any = _OmitTemperature()
+
+
 @dataclass
 class ProviderProfile:
     """A model provider: endpoint, authentication and request hooks.
@@ -31,16 +59,21 @@ class ProviderProfile:
     base_url: str = ""
     models_url: str = ""
     auth_type: str = "api_key"
+    # The fields up to default_aux_model are in Hermes Agent 0.19's order (a profile built positionally
+    # means the same thing here); the kernel's own come after them.
+    supports_health_check: bool = False
+    supports_vision: bool = False
+    # Whether images may be sent inside tool-result messages (False: only in user messages).
+    supports_vision_tool_messages: bool = True
+    fallback_models: tuple[str, ...] = ()
+    hostname: str = ""
     default_headers: Mapping[str, str] = field(default_factory=dict)
+    # A number replaces any temperature asked for; OMIT_TEMPERATURE sends none at all.
+    fixed_temperature: Any = None
+    default_max_tokens: int | None = None
     default_aux_model: str = ""
     default_model: str = ""
-    fallback_models: tuple[str, ...] = ()
-    default_max_tokens: int | None = None
-    supports_vision: bool = False
-    supports_health_check: bool = False
     supports_prompt_cache_key: bool = False
-    hostname: str = ""
-    fixed_temperature: float | None = None
     # USD per million tokens, when known: {"input": 0.5, "output": 1.5}.
     prices: Mapping[str, float] | None = None
 
@@ -55,6 +88,27 @@ class ProviderProfile:
             self.display_name = self.name
 
     # -- hooks a profile may override ---------------------------------------
+
+    def get_hostname(self) -> str:
+        """The host of the endpoint: ``hostname`` when set, else the host part of ``base_url``."""
+        if self.hostname:
+            return self.hostname
+        from urllib.parse import urlsplit
+
+        try:
+            return urlsplit(self.base_url).hostname or ""
+        except ValueError:
+            return ""
+
+    def get_max_tokens(self, model: str | None) -> int | None:
+        """The ``max_tokens`` to send for ``model`` when the call gives none (default:
+        ``default_max_tokens`` whatever the model; override for per-model caps)."""
+        return self.default_max_tokens
+
+    def default_vision_model(self) -> str | None:
+        """The model to use for images on this provider, or None to use the chat model (override to
+        pick one at run time)."""
+        return None
 
     def prepare_messages(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Adapt the messages before they are sent (default: unchanged)."""

@@ -12,11 +12,17 @@ from __future__ import annotations
 
 from ...core.context import current_context
 from ...providers import registry as _registry
-from ...providers.profile import ProviderProfile
+from ...providers.profile import OMIT_TEMPERATURE, ProviderProfile
 from .. import host
 from . import current_kernel, registering_context
 
-__all__ = ["ProviderProfile", "get_provider_profile", "list_providers", "register_provider"]
+__all__ = [
+    "OMIT_TEMPERATURE",
+    "ProviderProfile",
+    "get_provider_profile",
+    "list_providers",
+    "register_provider",
+]
 
 
 def register_provider(profile: ProviderProfile) -> None:

@@ -1,5 +1,6 @@
-"""``providers.base`` for plugins written for Hermes Agent: the kernel's ``ProviderProfile``."""
+"""``providers.base`` for plugins written for Hermes Agent: the kernel's ``ProviderProfile`` and
+``OMIT_TEMPERATURE`` (a profile with ``fixed_temperature=OMIT_TEMPERATURE`` sends no temperature)."""
 
-from ...providers.profile import ProviderProfile
+from ...providers.profile import OMIT_TEMPERATURE, ProviderProfile
 
-__all__ = ["ProviderProfile"]
+__all__ = ["OMIT_TEMPERATURE", "ProviderProfile"]
