@@ -136,7 +136,8 @@ def test_plugins_list_json_has_exactly_the_plugin_info_fields(cli_home):
     assert len({tuple(sorted(p)) for p in data}) == 1
     from kernel import PluginInfo
 
-    assert set(data[0]) == {*PluginInfo.__dataclass_fields__, "listed_from"}
+    listing_fields = {"listed_from", "state", "loaded", "why", "missing_env", "declared", "takeovers"}
+    assert set(data[0]) == {*PluginInfo.__dataclass_fields__, *listing_fields}
     calc = by_name["calculator"]
     assert calc["enabled"] is True and calc["error"] is None
     assert calc["source"] == "bundled"

@@ -1,6 +1,6 @@
 """`hermes-kernel plugins list` never imports plugin code: it lists from manifests, with the state and the
-counts of the last load (the saved list) marked as such, or unknown when there was none; `--refresh`
-loads."""
+counts of the last load (the saved list) marked as such, or, when there was none, enabled or not from the
+config with what the manifest declares, "not loaded yet"; `--refresh` loads."""
 
 from __future__ import annotations
 
@@ -62,9 +62,11 @@ def test_the_first_listing_imports_nothing_and_says_what_it_does_not_know(cli_ho
     first = by_name(plugins_list(cli_home))
     assert imports(cli_home) == 0
     for name in ("marker", "broken"):
-        assert first[name]["listed_from"] == "unknown"
+        assert first[name]["listed_from"] == "unknown" and first[name]["state"] == "not loaded yet"
         assert first[name]["tools"] is None and first[name]["hooks"] is None
-        assert first[name]["error"] is None and not first[name]["enabled"]
+        # Enabled is the config's answer; whether the import works only a load tells.
+        assert first[name]["error"] is None and first[name]["enabled"] is True
+    assert first["marker"]["declared"]["tools"] == ["marked"] and first["broken"]["declared"]["tools"] is None
     table = subprocess.run(
         [*CLI, "plugins", "list"],
         capture_output=True,
@@ -73,8 +75,10 @@ def test_the_first_listing_imports_nothing_and_says_what_it_does_not_know(cli_ho
         timeout=120,
     ).stdout
     row = next(line for line in table.splitlines() if line.startswith("marker "))
-    assert row.split()[-3:] == ["yet", "?", "?"]
-    assert "? not known until the plugins load." in table and "--refresh" in table
+    assert row.split()[-6:] == ["enabled", "1", "declared", "?", "not", "yet"]
+    broken = next(line for line in table.splitlines() if line.startswith("broken "))
+    assert broken.split()[-5:] == ["enabled", "?", "?", "not", "yet"]
+    assert "? not declared in plugin.yaml: known once the plugin loads." in table and "--refresh" in table
     assert imports(cli_home) == 0
 
 
@@ -108,7 +112,7 @@ def test_a_changed_plugin_file_shows_the_last_loads_counts_marked(cli_home: Path
         timeout=120,
     ).stdout
     row = next(line for line in table.splitlines() if line.startswith("marker "))
-    assert row.split()[-3:] == ["enabled*", "1*", "0*"]
+    assert row.split()[-5:] == ["enabled*", "1*", "0*", "last", "load*"]
     assert "* as of the last load; things changed since." in table
     assert imports(cli_home) == 1
 

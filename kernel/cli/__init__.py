@@ -10,13 +10,14 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..core.kernel import Kernel, PluginInfo
+from ..core.kernel import Kernel
 from ..core.records import DISABLE_VARIABLE, NO_PLUGINS_VARIABLE, matches_for_run, run_choice
 from ..core.safe_yaml import DataRefused, load_json
 from . import chat, completion, doctor, gateway, hooks, install, logs, mcp, offered, output
 from . import plugins as plugins_group
-from .common import HookFailures, Parser, discover, load, loaded_kernel, plugin_status
+from .common import HookFailures, Parser, discover, loaded_kernel
 from .output import EscapingStream
+from .plugins import format_plugin_table as format_plugin_table
 
 if TYPE_CHECKING:
     from ..commands import CliCommand
@@ -163,6 +164,9 @@ def _add_plugin_commands(commands: Any, kernel: Kernel) -> None:
         sub.set_defaults(plugin_command=CliCommand(name, "", register_cli, None, plugin))
         try:
             register_cli(sub)
+            handler = kernel.providers.memory_cli_handler()
+            if handler is not None:
+                sub.set_defaults(func=handler)
         except Exception as exc:
             print(
                 f"warning: memory provider '{name}': its CLI failed: {type(exc).__name__}: {exc}",
@@ -313,8 +317,8 @@ def _parser() -> tuple[argparse.ArgumentParser, Any]:
     listing.add_argument(
         "--refresh", action="store_true", help="load the plugins even if the list of the last load is current"
     )
-    listing.set_defaults(handler=_plugins_list)
-    plugins.set_defaults(handler=_plugins_list, json=False, refresh=False)
+    listing.set_defaults(handler=plugins_group.plugins_list)
+    plugins.set_defaults(handler=plugins_group.plugins_list, json=False, refresh=False)
 
     tools = commands.add_parser("tools", help="list and call tools")
     tool_commands = tools.add_subparsers(title="tool commands", metavar="ACTION")
@@ -346,111 +350,6 @@ def _parser() -> tuple[argparse.ArgumentParser, Any]:
     mcp.add_commands(commands)
     completion.add_commands(commands)
     return parser, commands
-
-
-def _plugins_list(args: argparse.Namespace) -> int:
-    kernel = Kernel()
-    try:
-        if args.refresh or kernel.debug:
-            load(kernel)
-            kernel.save_plugin_state()
-            offered.save(kernel)
-            rows = [(p, "current") for p in kernel.plugins]
-        else:
-            # From manifests and the last load's saved list: no plugin code is imported.
-            rows = kernel.listing()
-        for problem in kernel.problems:
-            print(f"warning: {problem}", file=sys.stderr)
-        if args.json:
-            out = []
-            for info, basis in rows:
-                record = {**info.to_dict(), "listed_from": basis}
-                if basis == "unknown":
-                    record["tools"] = record["hooks"] = None
-                out.append(record)
-            output.emit_json(out)
-        else:
-            plugins, listed_from = [info for info, _ in rows], {i.name: b for i, b in rows}
-            if output.mode().rich:
-                _draw_plugin_table(plugins, listed_from)
-            else:
-                print(format_plugin_table(plugins, listed_from))
-            listed = {info.source for info, _ in rows}
-            asked = kernel._services.asked_for()
-            if not args.refresh and asked and not listed & {"config", "hooks"}:
-                print(f"config.yaml also sets up {', '.join(asked)}: their entries show after a load.")
-    finally:
-        kernel.shutdown()
-    return 0
-
-
-PLUGIN_HEADERS = ("NAME", "VERSION", "KIND", "SOURCE", "STATUS", "TOOLS", "HOOKS")
-_STATUS_STYLES = {"enabled": "ok", "disabled": "warning", "not enabled": "warning", "failed": "error"}
-
-
-def _plugin_rows(
-    plugins: list[PluginInfo], listed_from: dict[str, str]
-) -> tuple[list[tuple[str, ...]], list[list[str]], list[str]]:
-    """The rows of the plugin table, each plugin's notes (errors, disabled hooks, warnings), the footnotes."""
-    rows, notes = [], []
-    for p in plugins:
-        basis = listed_from.get(p.name, "current")
-        if basis == "unknown":
-            status, tools, hooks = "not loaded yet", "?", "?"
-        else:
-            mark = "*" if basis == "last load" else ""
-            status = plugin_status(p).partition(" (")[0] + mark
-            tools, hooks = f"{len(p.tools)}{mark}", f"{len(p.hooks)}{mark}"
-        rows.append((p.name, p.version or "-", p.kind, p.source, status, tools, hooks))
-        lines: list[str] = []
-        if p.error:
-            lines.append(f"error: {p.error}")
-        lines += [f"hook {hook} disabled: {error}" for hook, error in p.hook_errors.items()]
-        lines += [f"warning: {w}" for w in p.warnings]
-        notes.append(lines)
-    footnotes = []
-    bases = set(listed_from.values())
-    if "last load" in bases:
-        footnotes.append("* as of the last load; things changed since.")
-    if "unknown" in bases:
-        footnotes.append("? not known until the plugins load.")
-    if bases - {"current"}:
-        footnotes.append("Listing imports no plugin code: `hermes-kernel plugins list --refresh` loads them.")
-    return rows, notes, footnotes
-
-
-def format_plugin_table(plugins: list[PluginInfo], listed_from: dict[str, str] | None = None) -> str:
-    """A readable table of plugins, with each problem on its own indented line.
-
-    ``listed_from`` (``plugins list`` without loading) tells, per plugin, whether its state is
-    ``current``, from the ``last load`` (counts marked ``*``) or ``unknown`` (counts ``?``).
-    """
-    if not plugins:
-        return "No plugins found."
-    rows, notes, footnotes = _plugin_rows(plugins, listed_from or {})
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(PLUGIN_HEADERS)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(PLUGIN_HEADERS, widths, strict=True)).rstrip()]
-    for row, row_notes in zip(rows, notes, strict=True):
-        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
-        lines += [f"    {note}" for note in row_notes]
-    return "\n".join(lines + footnotes)
-
-
-def _draw_plugin_table(plugins: list[PluginInfo], listed_from: dict[str, str]) -> None:
-    """The plugin table drawn with rich (a terminal); the notes under it, by plugin."""
-    if not plugins:
-        output.line("No plugins found.")
-        return
-    rows, notes, footnotes = _plugin_rows(plugins, listed_from)
-    styles = [
-        [None, "dim", None, "dim", _STATUS_STYLES.get(row[4].rstrip("*"), "dim"), None, None] for row in rows
-    ]
-    output.table(PLUGIN_HEADERS, rows, styles)
-    for row, row_notes in zip(rows, notes, strict=True):
-        for note in row_notes:
-            output.line(f"{row[0]}: {note}", "error" if note.startswith("error") else "warning")
-    for footnote in footnotes:
-        output.line(footnote, "dim")
 
 
 def _providers_list(args: argparse.Namespace) -> int:

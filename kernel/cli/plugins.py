@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..core.config import hermes_marker, plugin_names, read_dotenv, section
 from ..core.discovery import (
     Candidate,
 )
-from ..core.manifest import EnvVar, Manifest
+from ..core.manifest import EnvVar, Manifest, declared_commands
+from ..core.records import BLOCKED, DISABLED_FOR_RUN, NOT_ENABLED, PluginInfo
+from . import offered, output
 from .common import (
+    DISABLED_BY_CONFIG,
     TIERS,
     candidate_items,
     discover,
@@ -19,6 +24,7 @@ from .common import (
     env_state,
     fail,
     info_items,
+    load,
     loaded_kernel,
     plugin_status,
     resolve_name,
@@ -27,7 +33,7 @@ from .common import (
 )
 
 if TYPE_CHECKING:
-    from ..core.kernel import Kernel, PluginInfo
+    from ..core.kernel import Kernel
 
 
 def add_commands(plugin_actions: Any) -> None:
@@ -103,6 +109,7 @@ def plugin_details(
             "label": manifest.label,
             "provides_tools": list(manifest.provides_tools),
             "provides_hooks": list(manifest.provides_hooks),
+            "provides_commands": list(declared_commands(manifest) or ()),
             "requires_env": [env(v) for v in manifest.requires_env],
             "optional_env": [env(v) for v in manifest.optional_env],
             "extra_fields": sorted(manifest.extra),
@@ -269,6 +276,325 @@ def format_plugin_details(data: dict[str, Any]) -> str:
     section_lines("overrides", data["overrides"])
     section_lines("warnings", data["warnings"])
     return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- plugins list
+
+#: Per list, the declared names a ``--json`` row keeps and a table note shows (the rest are counted).
+MAX_DECLARED = 1000
+SHOWN_DECLARED = 8
+#: A longer name is cut in the table (a valid tool name has at most 64 characters).
+MAX_SHOWN_NAME = 64
+
+PLUGIN_HEADERS = ("NAME", "VERSION", "KIND", "SOURCE", "STATUS", "TOOLS", "HOOKS")
+_STATUS_STYLES = {"enabled": "ok", "disabled": "warning", "not enabled": "warning", "failed": "error"}
+_LOADED_CELLS = {
+    "loaded": "yes",
+    "last load": "last load*",
+    "not loaded yet": "not yet",
+    "not loaded": "-",
+    "deferred": "on first use",
+}
+
+
+@dataclass
+class Listed:
+    """One row of ``plugins list``: the plugin's info, where it comes from, and what the listing adds."""
+
+    info: PluginInfo
+    basis: str  # "current", "last load" or "unknown" (see Kernel.listing)
+    manifest: Manifest | None
+    state: str = "loaded"
+    why: str | None = None
+    missing_env: list[str] = field(default_factory=list)
+    declared: dict[str, tuple[str, ...] | None] = field(default_factory=dict)
+    takeovers: list[dict[str, str]] = field(default_factory=list)
+
+    @property
+    def enabled(self) -> bool:
+        """Enabled as far as is known: by the load that ran it, else by the config and environment."""
+        return self.state == "not loaded yet" or self.info.enabled
+
+    def record(self) -> dict[str, Any]:
+        """The ``--json`` row: ``PluginInfo.to_dict()`` and what the listing knows besides."""
+        data = {**self.info.to_dict(), "listed_from": self.basis, "enabled": self.enabled}
+        if self.state == "not loaded yet":
+            data["tools"] = data["hooks"] = data["commands"] = None  # known after a load
+        declared: dict[str, Any] = {}
+        more: dict[str, int] = {}
+        for key in ("tools", "hooks", "commands"):
+            names = self.declared.get(key)
+            declared[key] = None if names is None else list(names[:MAX_DECLARED])
+            if names is not None and len(names) > MAX_DECLARED:
+                more[key] = len(names) - MAX_DECLARED
+        declared["more"] = more
+        data.update(
+            state=self.state,
+            loaded=self.state in ("loaded", "last load"),
+            why=self.why,
+            missing_env=self.missing_env,
+            declared=declared,
+            takeovers=self.takeovers[:MAX_DECLARED],
+        )
+        return data
+
+
+def plugins_list(args: argparse.Namespace) -> int:
+    """``hermes-kernel plugins list``: from the config, the manifests and the last load (no plugin code
+    runs), or from a load with ``--refresh``."""
+    from ..core.kernel import Kernel
+
+    kernel = Kernel()
+    try:
+        if args.refresh or kernel.debug:
+            load(kernel)
+            kernel.save_plugin_state()
+            offered.save(kernel)
+            discovered = kernel._discover()
+            rows = [(p, "current") for p in kernel.plugins]
+        else:
+            # From manifests and the last load's saved list: no plugin code is imported.
+            discovered = kernel._discover()
+            rows = kernel.listing(discovered)
+        listed = listed_rows(kernel, rows, discovered)
+        for problem in kernel.problems:
+            print(f"warning: {problem}", file=sys.stderr)
+        if args.json:
+            output.emit_json([row.record() for row in listed])
+        else:
+            if output.mode().rich:
+                _draw_plugin_table(listed)
+            else:
+                print(_format_rows(listed))
+            sources = {row.info.source for row in listed}
+            asked = kernel._services.asked_for()
+            if not args.refresh and asked and not sources & {"config", "hooks"}:
+                print(f"config.yaml also sets up {', '.join(asked)}: their entries show after a load.")
+    finally:
+        kernel.shutdown()
+    return 0
+
+
+def listed_rows(
+    kernel: Kernel,
+    rows: list[tuple[PluginInfo, str]],
+    discovered: tuple[dict[str, Candidate], list[Candidate]],
+) -> list[Listed]:
+    """The rows of ``plugins list``, each with its state, why it is off, its missing variables, what its
+    manifest declares and the takeovers those declarations imply.  Imports no plugin code."""
+    merged, refused = discovered
+    by_place = {(c.key, str(c.path) if c.path else None): c for c in [*refused, *merged.values()]}
+    choice = kernel.plugin_choice()
+    dotenv = read_dotenv(kernel.home)
+    out = []
+    for info, basis in rows:
+        cand = by_place.get((info.name, info.path)) or merged.get(info.name)
+        if cand is not None and cand.source != info.source:
+            cand = None
+        manifest = cand.manifest if cand is not None else None
+        row = Listed(info, basis, manifest)
+        row.state = _state(info, basis, cand)
+        row.why = _why(row, choice.opt_in if choice.enabled is None else None)
+        if manifest is not None:
+            row.missing_env = [
+                v.name for v in manifest.requires_env if env_state(v, os.environ, dotenv) is None
+            ]
+            row.declared = {
+                "tools": manifest.provides_tools if manifest.declares_tools else None,
+                "hooks": manifest.provides_hooks if manifest.declares_hooks else None,
+                "commands": declared_commands(manifest),
+            }
+        out.append(row)
+    _note_takeovers(out)
+    return out
+
+
+def _state(info: PluginInfo, basis: str, cand: Candidate | None) -> str:
+    if basis == "unknown":
+        return "not loaded yet"
+    if info.enabled:
+        return "deferred" if info.deferred else ("last load" if basis == "last load" else "loaded")
+    error = info.error or ""
+    skipped = plugin_status(info) != "failed" or error.startswith(BLOCKED) or error == "refused"
+    if skipped or (cand is not None and cand.error is not None):
+        return "not loaded"  # the config, the environment or the manifest kept its code from running
+    return "last load" if basis == "last load" else "loaded"
+
+
+def _why(row: Listed, opt_in: str | None) -> str | None:
+    """Why ``row``'s plugin is off, as a short code (its ``error`` says it in full)."""
+    if row.enabled:
+        return None
+    error = row.info.error or ""
+    if error.startswith(DISABLED_FOR_RUN):
+        return "disabled_for_run"
+    if error.startswith(DISABLED_BY_CONFIG):
+        return "disabled"
+    if error.startswith(NOT_ENABLED):
+        return "hermes_opt_in" if opt_in is not None else "not_in_allow_list"
+    if "(missing: " in error:
+        return "missing_env"
+    if error.startswith(BLOCKED):
+        return "blocked"
+    return "failed"
+
+
+def _note_takeovers(rows: list[Listed]) -> None:
+    """Note on both rows each tool a bundled plugin declares that another plugin declares too: a load
+    gives it to the other one.  Only where a plugin of the pair was never loaded (a load's own notes
+    stand for the rest), and only between plugins that are to load."""
+    going = [
+        r
+        for r in rows
+        if r.enabled and r.state in ("not loaded yet", "loaded", "last load") and r.declared.get("tools")
+    ]
+    owners: dict[str, Listed] = {}
+    for row in going:
+        if row.info.source == "bundled":
+            for tool in row.declared["tools"] or ():
+                owners.setdefault(tool, row)
+    if not owners:
+        return
+    taken: set[str] = set()
+    for row in going:
+        if row.info.source == "bundled":
+            continue
+        for tool in dict.fromkeys(row.declared["tools"] or ()):
+            owner = owners.get(tool)
+            if owner is None or tool in taken or "not loaded yet" not in (row.state, owner.state):
+                continue
+            taken.add(tool)  # the first plugin in load order takes it; a later one conflicts
+            row.takeovers.append({"tool": tool, "overrides": owner.info.name})
+            owner.takeovers.append({"tool": tool, "overridden_by": row.info.name})
+
+
+def shown_name(name: str) -> str:
+    """``name`` as one short line: what is not printable escaped, a long name cut."""
+    if not name.isprintable():
+        name = name.encode("unicode_escape").decode("ascii")
+    return name if len(name) <= MAX_SHOWN_NAME else name[: MAX_SHOWN_NAME - 1] + "…"
+
+
+def _names(names: tuple[str, ...], prefix: str = "") -> str:
+    shown = ", ".join(prefix + shown_name(n) for n in names[:SHOWN_DECLARED])
+    left = len(names) - SHOWN_DECLARED
+    return shown + (f", … (+{left:,} more)" if left > 0 else "")
+
+
+def _count(row: Listed, key: str) -> str:
+    """A TOOLS or HOOKS cell: the load's count (``*``: the last load's), else the declared one."""
+    if row.state in ("loaded", "last load", "deferred"):
+        mark = "*" if row.state == "last load" else ""
+        return f"{len(getattr(row.info, key))}{mark}"
+    names = row.declared.get(key)
+    if names is not None:
+        return f"{len(names):,} declared"
+    return "?" if row.state == "not loaded yet" else "-"
+
+
+def _plugin_rows(listed: list[Listed]) -> tuple[list[str], list[tuple[str, ...]], list[list[str]], list[str]]:
+    """The headers, rows, each plugin's notes (errors, disabled hooks, warnings, declarations,
+    takeovers) and the footnotes of the plugin table."""
+    loaded_column = any(row.basis != "current" for row in listed)
+    headers = [*PLUGIN_HEADERS, "LOADED"] if loaded_column else list(PLUGIN_HEADERS)
+    rows, notes = [], []
+    for row in listed:
+        p = row.info
+        if row.state == "not loaded yet":
+            status = "enabled"
+        else:
+            status = plugin_status(p).partition(" (")[0] + ("*" if row.state == "last load" else "")
+        counts = _count(row, "tools"), _count(row, "hooks")
+        cells = [p.name, p.version or "-", p.kind, p.source, status, *counts]
+        if loaded_column:
+            cells.append(_LOADED_CELLS[row.state])
+        rows.append(tuple(cells))
+        lines: list[str] = []
+        if p.error:
+            lines.append(f"error: {p.error}")
+        lines += [f"hook {hook} disabled: {error}" for hook, error in p.hook_errors.items()]
+        lines += [f"warning: {w}" for w in p.warnings]
+        if row.state == "not loaded yet":
+            parts = [
+                f"{what} {_names(names, '/' if key == 'commands' else '')}"
+                for key, what in (("tools", "tools"), ("hooks", "hooks"), ("commands", "commands"))
+                if (names := row.declared.get(key))
+            ]
+            if parts:
+                lines.append(f"declares {'; '.join(parts)}")
+        for takeover in row.takeovers[:SHOWN_DECLARED]:
+            tool = shown_name(takeover["tool"])
+            if "overrides" in takeover:
+                what = f"overrides the one plugin '{takeover['overrides']}' declares"
+            else:
+                what = f"is overridden by plugin '{takeover['overridden_by']}'"
+            lines.append(
+                f"warning: tool '{tool}' (declared) {what} (a bundled plugin's tool gives way to yours)"
+            )
+        if len(row.takeovers) > SHOWN_DECLARED:
+            lines.append(f"… and {len(row.takeovers) - SHOWN_DECLARED:,} more tools taken over (see --json)")
+        notes.append(lines)
+    footnotes = []
+    bases = {row.basis for row in listed}
+    cells = {cell for r in rows for cell in r[5:7]}
+    if "last load" in bases:
+        footnotes.append("* as of the last load; things changed since.")
+    if any(cell.endswith(" declared") for cell in cells):
+        footnotes.append(
+            "declared: what plugin.yaml says (provides_tools, provides_hooks); a load shows what registers."
+        )
+    if "?" in cells:
+        footnotes.append("? not declared in plugin.yaml: known once the plugin loads.")
+    if bases - {"current"}:
+        footnotes.append("Listing imports no plugin code: `hermes-kernel plugins list --refresh` loads them.")
+    return headers, rows, notes, footnotes
+
+
+def format_plugin_table(plugins: list[PluginInfo], listed_from: dict[str, str] | None = None) -> str:
+    """A readable table of plugins, with each problem on its own indented line.
+
+    ``listed_from`` tells, per plugin, whether its state is ``current``, from the ``last load``
+    (counts marked ``*``) or ``unknown`` (never loaded: "not loaded yet").
+    """
+    listed_from = listed_from or {}
+    listed = []
+    for info in plugins:
+        basis = listed_from.get(info.name, "current")
+        row = Listed(info, basis, None)
+        row.state = _state(info, basis, None)
+        listed.append(row)
+    return _format_rows(listed)
+
+
+def _format_rows(listed: list[Listed]) -> str:
+    if not listed:
+        return "No plugins found."
+    headers, rows, notes, footnotes = _plugin_rows(listed)
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
+    for row, row_notes in zip(rows, notes, strict=True):
+        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+        lines += [f"    {note}" for note in row_notes]
+    return "\n".join(lines + footnotes)
+
+
+def _draw_plugin_table(listed: list[Listed]) -> None:
+    """The plugin table drawn with rich (a terminal); the notes under it, by plugin."""
+    if not listed:
+        output.line("No plugins found.")
+        return
+    headers, rows, notes, footnotes = _plugin_rows(listed)
+    styles = [
+        [None, "dim", None, "dim", _STATUS_STYLES.get(row[4].rstrip("*"), "dim"), None, None]
+        + (["dim"] if len(headers) > len(PLUGIN_HEADERS) else [])
+        for row in rows
+    ]
+    output.table(headers, rows, styles)
+    for row, row_notes in zip(rows, notes, strict=True):
+        for note in row_notes:
+            output.line(f"{row[0]}: {note}", "error" if note.startswith("error") else "warning")
+    for footnote in footnotes:
+        output.line(footnote, "dim")
 
 
 # --------------------------------------------------------------------------- plugins enable / disable

@@ -148,6 +148,16 @@ def parse_manifest(data: Any, path: Path, default_name: str) -> Manifest:
     )
 
 
+def declared_commands(manifest: Manifest) -> tuple[str, ...] | None:
+    """The slash commands ``provides_commands`` declares (a leading ``/`` dropped), or ``None`` when the
+    manifest has no such list.  Advisory like ``provides_tools``: what is not a name is left out."""
+    value = manifest.extra.get("provides_commands")
+    if not isinstance(value, list):
+        return None
+    names = (item.strip().removeprefix("/") for item in value if isinstance(item, str))
+    return tuple(name for name in names if name)
+
+
 def _other_hook_lists(data: dict) -> tuple[str, ...]:
     """Hooks declared the other ways published manifests do: ``provides: {hooks}`` and ``hooks``."""
     provides = data.get("provides")
