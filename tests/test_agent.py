@@ -251,6 +251,7 @@ def test_reset_fires_on_session_reset_with_the_old_and_new_ids(harness: Callable
         "reason": "new",
         "old_session_id": old,
         "new_session_id": new,
+        "telemetry_schema_version": "hermes.observer.v1",
     }
     (reset,) = rec.of("on_session_reset")
     assert reset == {
@@ -259,6 +260,7 @@ def test_reset_fires_on_session_reset_with_the_old_and_new_ids(harness: Callable
         "reason": "new",
         "old_session_id": old,
         "new_session_id": new,
+        "telemetry_schema_version": "hermes.observer.v1",
     }
     assert session.messages == []
 

@@ -577,10 +577,11 @@ def test_unknown_hooks_are_kept_with_a_warning_and_fire_when_the_host_invokes_th
     assert k.invoke_hook("pre_command", command="/status", args="") == ["pre_command handled"]
     assert k.invoke_hook("on_stream_delta", delta="Hel", session_id="s1") == ["on_stream_delta handled"]
     assert k.invoke_hook("on_session_resume", session_id="s1") == ["on_session_resume handled"]
+    observed = {"telemetry_schema_version": "hermes.observer.v1"}  # on every hook, as Hermes adds it
     assert sink.calls == [
-        ("pre_command", {"command": "/status", "args": ""}),
-        ("on_stream_delta", {"delta": "Hel", "session_id": "s1"}),
-        ("on_session_resume", {"session_id": "s1"}),
+        ("pre_command", {"command": "/status", "args": "", **observed}),
+        ("on_stream_delta", {"delta": "Hel", "session_id": "s1", **observed}),
+        ("on_session_resume", {"session_id": "s1", **observed}),
     ]
 
 

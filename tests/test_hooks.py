@@ -237,9 +237,11 @@ def test_callbacks_receive_the_kwargs_they_accept(
     k.register(FullNative(), name="d_native")
     kwargs = {**SESSION, "host_extra": 42}
     assert k.invoke_hook(hook, **kwargs) == []
+    # Every hook also carries Hermes' observer schema version.
+    observed = {**kwargs, "telemetry_schema_version": "hermes.observer.v1"}
     assert sink.calls == [
-        ("wide", kwargs),
-        ("mixed", kwargs),
+        ("wide", observed),
+        ("mixed", observed),
         ("narrow", {"session_id": "s-1", "platform": "cli"}),
         ("kwonly", {"model": "m-1"}),
         ("nothing", {}),

@@ -20,6 +20,7 @@ from typing import Any
 from conftest import REPO, run_json
 
 from kernel import Kernel, hookspecs
+from kernel.providers.slots import REPLACING_SLOTS
 
 # The hooks the issue names; the kernel may not define fewer.
 ISSUE_HOOKS = (
@@ -54,6 +55,8 @@ TOOL_CONTEXT = {
 }
 # What every tool hook gets besides the call's ids, as in Hermes (no tool_request middleware here).
 OBSERVER_FIELDS = {"telemetry_schema_version": "hermes.observer.v1", "middleware_trace": []}
+# What every hook's callbacks get, as in Hermes (a callback that takes **kwargs or names it).
+OBSERVER_FIELDS_OF_EVERY_HOOK = {"telemetry_schema_version": "hermes.observer.v1"}
 
 
 def spec_names() -> list[str]:
@@ -116,8 +119,9 @@ def fire_with_full_args(
     assert k.plugin("b_native").enabled, k.plugin("b_native").error
     assert hook in k.hook_names
     results = k.invoke_hook(hook, **kwargs)
+    # Every hook's callbacks also get Hermes' observer schema version (a callback taking **kwargs).
     assert sink.calls == [
-        ("a_hermes", hook, kwargs),
+        ("a_hermes", hook, {**kwargs, **OBSERVER_FIELDS_OF_EVERY_HOOK}),
         ("native", hook, {last: kwargs[last]}),
     ]
     assert results == [answer]
@@ -480,7 +484,7 @@ def test_hook_pre_llm_call(
     }
     assert sorted(kwargs) == sorted(spec_args("pre_llm_call"))
     assert k.pre_llm_context(**kwargs) == "remember the milk\n\nfirst=True msg=hello"
-    assert sink.calls == [("a_ctx", "pre_llm_call", kwargs)]
+    assert sink.calls == [("a_ctx", "pre_llm_call", {**kwargs, **OBSERVER_FIELDS_OF_EVERY_HOOK})]
 
 
 def test_hook_post_llm_call(
@@ -731,7 +735,9 @@ def check_slot_hook(
     assert sink.calls == [("a_native", hook), ("b_hermes", hook)]
     providers = slot_providers(k, slot)
     assert sorted(providers) == ["a_only", "b_only", "shared"]
-    assert providers["shared"] == ("a_native", "a_native")
+    # Image providers replace one of the same name, as Hermes' registry does; the other slots refuse.
+    first = "b_hermes" if slot in REPLACING_SLOTS else "a_native"
+    assert providers["shared"] == (first, first)
     assert providers["b_only"] == ("b_hermes", "b_hermes")
     assert providers["a_only"] == ("a_native", "a_native")
     for other in hookspecs.SLOT_HOOKS.values():
@@ -740,6 +746,7 @@ def check_slot_hook(
 
     refused = [w for w in k.plugin("b_hermes").warnings if "shared" in w]
     assert refused, k.plugin("b_hermes").warnings
+    assert ("replaced" in refused[0]) == (slot in REPLACING_SLOTS)
     assert "a_native" in refused[0] and "b_hermes" in refused[0]
     assert not [w for w in k.plugin("a_native").warnings if "shared" in w]
 

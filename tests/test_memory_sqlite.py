@@ -503,6 +503,7 @@ def test_providers_list_shows_sqlite_active_and_available(home: Path) -> None:
             "active": True,
             "available": True,
             "reason": "",
+            "endpoint": "",
         }
     ]
 

@@ -982,6 +982,7 @@ def test_status_of_the_bundled_model_providers(
         "active": True,
         "available": False,
         "reason": openai.reason,
+        "endpoint": "",  # no base_url configured: nowhere to send a request
     }
 
 

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from conftest import CLI, REPO, cli_env, run_json, write_plugin
 
-ROW_FIELDS = {"slot", "name", "plugin", "active", "available", "reason"}
+ROW_FIELDS = {"slot", "name", "plugin", "active", "available", "reason", "endpoint"}
 
 SLOT_PLUGIN = """
 from kernel.providers import ContextEngine, ImageGenProvider, MemoryProvider
@@ -155,6 +155,7 @@ def test_json_lists_every_slot_with_active_and_available(cli_home: Path, bundled
         "active": False,
         "available": True,
         "reason": "",
+        "endpoint": "",
     }
     assert rows[("memory", "vault")] == {
         "slot": "memory",
@@ -163,6 +164,7 @@ def test_json_lists_every_slot_with_active_and_available(cli_home: Path, bundled
         "active": True,
         "available": False,
         "reason": "needs VAULT_TOKEN",
+        "endpoint": "",
     }
     assert rows[("memory", "notes")]["active"] is False and rows[("memory", "notes")]["available"] is True
     assert rows[("context_engine", "trim")]["active"] is True

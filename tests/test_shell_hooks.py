@@ -501,7 +501,11 @@ def test_values_that_are_not_json_become_strings(kernel, tmp_path):
     assert k.invoke_hook("on_session_start", session_id="s", model=Thing(), platform={1: {Thing()}}) == []
     event = json.loads(record.read_text())
     assert event["tool_name"] is None and event["tool_input"] is None
-    assert event["extra"] == {"model": "<thing>", "platform": {"1": ["<thing>"]}}
+    assert event["extra"] == {
+        "model": "<thing>",
+        "platform": {"1": ["<thing>"]},
+        "telemetry_schema_version": "hermes.observer.v1",  # as Hermes' payload carries it
+    }
 
 
 def test_program_tilde_is_expanded(kernel, tmp_path):

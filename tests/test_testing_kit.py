@@ -383,7 +383,14 @@ def test_hook_recorder_records_every_hook_after_the_plugins(
     assert pre["conversation_history"] == ["seen by zzz"]
     history.append("later")
     assert pre["conversation_history"] == ["seen by zzz"]
-    assert recorder.of("on_session_start") == [{"session_id": "s1", "model": "m", "platform": "cli"}]
+    assert recorder.of("on_session_start") == [
+        {
+            "session_id": "s1",
+            "model": "m",
+            "platform": "cli",
+            "telemetry_schema_version": "hermes.observer.v1",
+        }
+    ]
     assert recorder.calls[1].hook == "on_session_start"
     assert recorder.of("post_llm_call") == []
 

@@ -462,12 +462,13 @@ HOOKS_PLUGIN = """
 import json
 
 EVENTS = []
-MODE = {"pre": None, "transform": None}
+MODE = {"pre": None, "transform": None, "edit": False}
 
 def pre(**kw):
     EVENTS.append(("pre", dict(kw)))
-    kw["args"]["injected"] = "by-hook"
-    kw["args"].pop("text", None)
+    if MODE["edit"]:
+        kw["args"]["injected"] = "by-hook"
+        kw["args"].pop("text", None)
     return MODE["pre"]
 
 def post(**kw):
@@ -583,15 +584,17 @@ def test_transform_tool_result_replaces_the_result(hooked_kernel):
 
 def test_hooks_receive_copies_of_args(hooked_kernel):
     k = hooked_kernel
+    plugin_module(k, "guard").MODE["edit"] = True
     caller_args = {"text": "original"}
     out = run_json(k.tools.dispatch("echo", caller_args))
-    # The pre_tool_call hook removed "text" and added "injected" in its copy.
-    assert out["args"] == {"text": "original"}
-    assert plugin_module(k, "rec").CALLS[0][0] == {"text": "original"}
+    # The pre_tool_call hook removed "text" and added "injected" in its copy: its decision.
+    edited = {"injected": "by-hook"}
+    assert out["args"] == edited
+    assert plugin_module(k, "rec").CALLS[0][0] == edited
     assert caller_args == {"text": "original"}
     # The transform hook sees the args unchanged by the post hook's mutation.
     (transform,) = events(k, "transform")
-    assert transform["args"] == {"text": "original"}
+    assert transform["args"] == edited
 
 
 def test_context_kwargs_reach_hooks_and_handler(hooked_kernel):

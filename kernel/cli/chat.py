@@ -107,12 +107,18 @@ def tool_groups(kernel: Kernel) -> list[tuple[str, list[str]]]:
 
 
 def model_line(kernel: Kernel) -> str:
-    """``provider / model`` of the configured model, or why there is none."""
+    """``provider / model`` of the configured model (with why it cannot be used yet, if so), or
+    ``none`` and why there is none."""
+    from ..providers.hermes_config import shown_name
+
+    config = kernel.providers.model_config()
     try:
         client = kernel.providers.model()
     except Exception as exc:
+        if config.get("provider") and config.get("model"):
+            return f"{shown_name(config['provider'])} / {config['model']} (not usable yet: {exc})"
         return f"none ({exc})"
-    provider = getattr(client, "provider", None) or kernel.providers.model_config().get("provider")
+    provider = getattr(client, "provider", None) or shown_name(config.get("provider"))
     return f"{provider} / {getattr(client, 'model', None) or '?'}"
 
 
@@ -147,7 +153,9 @@ def install_host_commands(kernel: Kernel, session: AgentSession, chat: Chat | No
         config = kernel.providers.model_config()
         wanted = args.strip()
         if not wanted:
-            provider = config.get("provider") or "none"
+            from ..providers.hermes_config import shown_name
+
+            provider = shown_name(config.get("provider") or "none")
             return (
                 f"Model: {model_line(kernel)} (model.provider: {provider}). "
                 "Change it for this chat with /model NAME, or for good in config.yaml (model.model)."

@@ -25,6 +25,8 @@ CONFIGURED = 3
 
 # Results handed back as they are, without looking for an awaitable.
 _VALUES = frozenset({str, dict, list, tuple, int, float, bool, bytes})
+# Every hook call carries it, as Hermes stamps it (a caller's own value is kept).
+OBSERVER_KEY, OBSERVER_SCHEMA_VERSION = "telemetry_schema_version", "hermes.observer.v1"
 _GENERATOR = types.GeneratorType
 
 
@@ -147,6 +149,10 @@ class Request:
     failures: list[Callback] | None = None
     # Fresh keyword arguments for each callback (e.g. its own copy of ``args``).
     prepare: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    # Told of each callback that returned (not wrappers): ``after(cb, result, kwargs it was given)``.
+    after: Callable[[Callback, Any, dict[str, Any]], None] | None = None
+    # The outermost wrapper that changed the call's result (``None``: the result is ``pairs``' values).
+    changed_by: Callback | None = None
 
 
 @dataclass

@@ -128,10 +128,29 @@ OWNED: dict[str, Any] = {}  # checked by the service that reads it, with its own
 
 # --------------------------------------------------------------------------- the sections
 
+
+def _model_name(key: str) -> dict[str, Any]:
+    """A model name: printable text of at most 512 characters (see kernel.providers.hermes_config)."""
+    return {
+        "type": ["string", "null"],
+        "maxLength": 512,
+        "pattern": r"^[^\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]*$",
+        "x-expected": "a model name (printable text, at most 512 characters)",
+        "x-example": f"{key}: gpt-4o-mini",
+    }
+
+
 _MODEL = _mapping(
     {
-        "provider": _text("a provider name", "provider: openai-compatible"),
-        "model": _text("a model name", "model: gpt-4o-mini"),
+        "provider": {
+            **_text("a provider name (printable text, at most 200 characters)", "provider: openrouter"),
+            "maxLength": 200,
+            "pattern": r"^[^\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]*$",
+        },
+        "model": _model_name("model"),
+        # Hermes Agent's spellings of the model name: model.model wins, then default, then name.
+        "default": _model_name("default"),
+        "name": _model_name("name"),
         "base_url": _text("a URL", "base_url: http://127.0.0.1:8080/v1"),
         "api_key": _text("a string (better: the provider's variable in .env)"),
         "script": _text("a file name (the scripted provider's turns)", "script: script.yaml"),
@@ -141,7 +160,7 @@ _MODEL = _mapping(
     },
     hermes=_words(
         """
-        default api api_mode max_tokens reasoning_effort reasoning_echo extra_body extra_headers
+        api api_mode max_tokens reasoning_effort reasoning_echo extra_body extra_headers
         temperature top_p ssl_verify request_overrides context_window
     """
     ),

@@ -29,6 +29,8 @@ from .callbacks import (
     _VALUES,
     CONFIGURED,
     NORMAL,
+    OBSERVER_KEY,
+    OBSERVER_SCHEMA_VERSION,
     TRY_FIRST,
     TRY_LAST,
     Callback,
@@ -331,6 +333,31 @@ class HookEngine(AsyncCalls):
             chain.history.append((kwargs, None))  # as call_historic: replayed to later plugins
         return chain
 
+    def results_of(self, outcome: Any, request: Request) -> list[tuple[Callback, Any]]:
+        """The whole call's ``outcome`` (what ``k.pm.hook.<name>`` returned) as ``(callback, value)``.
+
+        Without a wrapper that changed it, these are the callbacks' own results (``request.pairs``).
+        Otherwise each value is credited to the callback that returned that very object, and a value
+        none returned to the outermost wrapper that changed the result.
+        """
+        pairs = request.pairs or []
+        wrapper = request.changed_by
+        if wrapper is None:
+            return pairs
+        if outcome is None:
+            return []
+        values = outcome if type(outcome) in (list, tuple) else [outcome]
+        by_value: dict[int, list[Callback]] = {}
+        for cb, value in pairs:
+            by_value.setdefault(id(value), []).append(cb)
+        out = []
+        for value in values:
+            if value is None:
+                continue
+            owners = by_value.get(id(value))
+            out.append((owners.pop(0) if owners else wrapper, value))
+        return out
+
     def read(self, pairs: Iterable[tuple[Callback, Any]], reader: Callable[[Any], Any]) -> list[Any]:
         """``reader(result)`` of each ``(callback, result)``, in order; a result whose reading
         fails (a hostile ``__eq__``, ``__str__``...) is left out and disables its callback."""
@@ -373,6 +400,7 @@ class HookEngine(AsyncCalls):
             chain = fast_get(hook_name)
             if chain is None:
                 return general(hook_name, kwargs)
+            kwargs.setdefault(OBSERVER_KEY, OBSERVER_SCHEMA_VERSION)
             results: list[Any] = []
             append = results.append
             token = mark(owner)
@@ -443,8 +471,11 @@ class HookEngine(AsyncCalls):
         exception)``; the generator returns the call's outcome.  Wrappers run here."""
         if chain.defaults:
             kwargs = {**chain.defaults, **kwargs}
+        if OBSERVER_KEY not in kwargs:
+            kwargs = {**kwargs, OBSERVER_KEY: OBSERVER_SCHEMA_VERSION}
         prepare = request.prepare if request is not None else None
         pairs = request.pairs if request is not None else None
+        after = request.after if request is not None else None
         teardowns = []
         for cb in chain.wrappers:
             try:
@@ -463,12 +494,15 @@ class HookEngine(AsyncCalls):
             teardowns.append((cb, gen))
         results: list[Any] = []
         for cb in chain.callbacks:
-            ok, result = yield cb, prepare(kwargs) if prepare else kwargs
+            call_kwargs = prepare(kwargs) if prepare else kwargs
+            ok, result = yield cb, call_kwargs
             if not ok:
                 if propagates(result):
                     raise result
                 self.fail(cb, result, request)
                 continue
+            if after is not None:
+                after(cb, result, call_kwargs)
             if result is not None:
                 results.append(result)
                 if pairs is not None:
@@ -497,6 +531,16 @@ class HookEngine(AsyncCalls):
             RUNNING.reset(token)
 
     def _teardown(self, cb: Callback, gen: Any, outcome: Any, request: Request | None) -> Any:
+        if request is None:
+            return self._resume(cb, gen, outcome, None)
+        # A kernel helper reads the wrapped result: note the wrapper when it changed it.
+        before = list(outcome) if type(outcome) is list else outcome
+        result = self._resume(cb, gen, outcome, request)
+        if _changed(before, result):
+            request.changed_by = cb
+        return result
+
+    def _resume(self, cb: Callback, gen: Any, outcome: Any, request: Request | None) -> Any:
         try:
             if cb.wrapper == "old":
                 result = Result(outcome, None)
@@ -601,6 +645,13 @@ def _call_order(cb: Callback) -> tuple[int, tuple[str, str], int]:
         # call_extra's functions: first of the normal tier, as pluggy calls them.
         return (NORMAL, ("", ""), cb.seq)
     return (cb.tier, plugin_order(cb.plugin), cb.seq)
+
+
+def _changed(before: Any, after: Any) -> bool:
+    """Whether a wrapper's result differs from what it was given (``before``: a copy of a list)."""
+    if type(before) is not list or type(after) is not list:
+        return after is not before
+    return len(after) != len(before) or any(a is not b for a, b in zip(after, before, strict=True))
 
 
 def _close_quietly(gen: Any) -> None:

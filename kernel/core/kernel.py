@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from . import environ, hookspecs, state, watchdog
+from .callbacks import OBSERVER_KEY, OBSERVER_SCHEMA_VERSION
 from .config import hermes_marker, load_config, plugin_names, read_dotenv, resolve_home, section, truthy
 from .discovery import (
     ENTRY_POINT_GROUPS,
@@ -206,7 +207,9 @@ class Kernel(Loader):
         except TypeError:  # saved by another version
             return None
 
-    def listing(self) -> list[tuple[PluginInfo, str]]:
+    def listing(
+        self, discovered: tuple[dict[str, Candidate], list[Candidate]] | None = None
+    ) -> list[tuple[PluginInfo, str]]:
         """What :attr:`plugins` would be after a load, without importing any plugin code.
 
         Each plugin comes with where its state and counts come from: ``"current"`` (the list saved
@@ -214,9 +217,12 @@ class Kernel(Loader):
         missing variables, a broken manifest), ``"last load"`` (from the last load's saved list;
         something changed since), or ``"unknown"`` (never loaded here: its tools and hooks are not
         known).  The kernel's own plugins that only a load makes (shell hooks, MCP servers) are
-        listed from the last load, when there was one.
+        listed from the last load, when there was one.  ``discovered`` is what :meth:`_discover`
+        returned, for a caller that needs the candidates too (discovery is then not done twice).
         """
-        merged, refused = self._discover()
+        if not self._loaded:  # required variables set in <home>/.env count, as they do for load()
+            self.environ.dotenv = read_dotenv(self.home)
+        merged, refused = discovered if discovered is not None else self._discover()
         current = self._fingerprint(merged, refused)
         fingerprint, saved = state.last(self.home)
         if fingerprint == current:
@@ -422,6 +428,7 @@ class Kernel(Loader):
             chain = fast_get("pre_llm_call")
             if chain is None:
                 return slow(kwargs)
+            kwargs.setdefault(OBSERVER_KEY, OBSERVER_SCHEMA_VERSION)
             results: list[Any] = []
             append = results.append
             token = mark(self)
@@ -459,15 +466,13 @@ class Kernel(Loader):
         return out
 
     def _slow_context(self, kwargs: dict[str, Any]) -> str:
-        request = Request(pairs=[])
-        self._hooks.invoke("pre_llm_call", kwargs, request)
-        return self._merge_pairs(request.pairs or [])
+        return self._merge_pairs(self._hook_results("pre_llm_call", kwargs))
 
     async def apre_llm_context(self, **kwargs: Any) -> str:
         """As :meth:`pre_llm_context`, awaiting async callbacks on the caller's loop."""
         request = Request(pairs=[])
-        await self._hooks.ainvoke("pre_llm_call", kwargs, request)
-        return self._merge_pairs(request.pairs or [])
+        outcome = await self._hooks.ainvoke("pre_llm_call", kwargs, request)
+        return self._merge_pairs(self._hooks.results_of(outcome, request))
 
     def _context_piece(self, chain: Any, call: Any, result: Any) -> str | None:
         """A ``pre_llm_call`` result that is not a plain string, as one (``None`` to leave it out)."""
@@ -502,10 +507,11 @@ class Kernel(Loader):
         return self._hooks.callbacks(hook_name)
 
     def _hook_results(self, hook_name: str, kwargs: dict[str, Any]) -> list[tuple[Callback, Any]]:
-        """``(callback, result)`` for each non-None result, for a caller that reads the results itself."""
+        """``(callback, result)`` for each non-None result of the whole (wrapped) call, for a caller
+        that reads the results itself (see :meth:`HookEngine.results_of`)."""
         request = Request(pairs=[])
-        self._hooks.invoke(hook_name, kwargs, request)
-        return request.pairs or []
+        outcome = self._hooks.invoke(hook_name, kwargs, request)
+        return self._hooks.results_of(outcome, request)
 
     def read_hook(self, hook_name: str, reader: Callable[[Any], Any], /, **kwargs: Any) -> list[Any]:
         """Fire ``hook_name`` and return ``reader(result)`` of each non-None result, in plugin order.
@@ -520,8 +526,8 @@ class Kernel(Loader):
     async def aread_hook(self, hook_name: str, reader: Callable[[Any], Any], /, **kwargs: Any) -> list[Any]:
         """As :meth:`read_hook`, awaiting async callbacks on the caller's loop (see :meth:`ainvoke_hook`)."""
         request = Request(pairs=[])
-        await self._hooks.ainvoke(hook_name, kwargs, request)
-        return self._hooks.read(request.pairs or [], reader)
+        outcome = await self._hooks.ainvoke(hook_name, kwargs, request)
+        return self._hooks.read(self._hooks.results_of(outcome, request), reader)
 
     def first_text(self, hook_name: str, /, *, allow_empty: bool = False, **kwargs: Any) -> str | None:
         """The first string answer of a ``transform_*`` hook: the replacement; ``None`` when none.

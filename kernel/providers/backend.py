@@ -49,13 +49,17 @@ def save_media(data: bytes, folder: Path, prefix: str, ext: str, *, limit: int, 
 
 
 def download(url: str, *, limit: int, timeout: float, what: str) -> bytes:
-    """GET ``url`` (redirects followed), reading at most ``limit`` bytes."""
+    """GET ``url`` (redirects followed), reading at most ``limit`` bytes; a body announced or found
+    bigger is refused without reading the rest."""
     import httpx
 
     chunks: list[bytes] = []
     size = 0
     with httpx.stream("GET", url, timeout=timeout, follow_redirects=True) as response:
         response.raise_for_status()
+        announced = response.headers.get("content-length", "")
+        if announced.isdigit() and int(announced) > limit:
+            raise ValueError(f"{what} at {url} is {announced} bytes, more than the {limit} byte limit")
         for chunk in response.iter_bytes():
             size += len(chunk)
             if size > limit:

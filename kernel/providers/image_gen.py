@@ -99,8 +99,13 @@ def image_cache_dir(home: Path) -> Path:
 
 def save_image_bytes(data: bytes, home: Path, prefix: str = "image") -> Path:
     """Write image bytes under ``<home>/cache/images/`` with the right extension; return the path."""
-    ext = next((e for sig, e in _SIGNATURES.items() if data.startswith(sig)), "bin")
-    return save_media(data, image_cache_dir(home), prefix, ext, limit=MAX_IMAGE_BYTES, what="image")
+    return save_media(
+        data, image_cache_dir(home), prefix, _extension(data), limit=MAX_IMAGE_BYTES, what="image"
+    )
+
+
+def _extension(data: bytes) -> str:
+    return next((e for sig, e in _SIGNATURES.items() if data.startswith(sig)), "bin")
 
 
 def save_b64_image(b64: str, home: Path, prefix: str = "image") -> Path:
@@ -112,7 +117,17 @@ def save_b64_image(b64: str, home: Path, prefix: str = "image") -> Path:
     return save_image_bytes(data, home, prefix)
 
 
-def save_url_image(url: str, home: Path, prefix: str = "image", timeout: float = 60.0) -> Path:
-    """Download an image (at most 25 MB) and save it (see :func:`save_image_bytes`)."""
-    data = download(url, limit=MAX_IMAGE_BYTES, timeout=timeout, what="image")
-    return save_image_bytes(data, home, prefix)
+def save_url_image(
+    url: str, home: Path, prefix: str = "image", timeout: float = 60.0, *, max_bytes: int = MAX_IMAGE_BYTES
+) -> Path:
+    """Download an image and save it (see :func:`save_image_bytes`).
+
+    A body over ``max_bytes`` (default 25 MB, as in Hermes) is refused as soon as it is announced or
+    read that far; an empty one is refused too.  Either is a ``ValueError`` and leaves no file.
+    """
+    if type(max_bytes) is not int or max_bytes < 1:
+        raise ValueError(f"max_bytes must be a positive number of bytes, not {max_bytes!r}")
+    data = download(url, limit=max_bytes, timeout=timeout, what="image")
+    if not data:
+        raise ValueError(f"image at {url} is empty (0 bytes); nothing was saved")
+    return save_media(data, image_cache_dir(home), prefix, _extension(data), limit=max_bytes, what="image")

@@ -8,10 +8,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..core.callbacks import describe, propagates
-from ..core.config import section
+from ..core.config import ConfigNote, section
 from ..core.watchdog import SharedRLock
 from ..tools import ToolRegistrationError
 from .context_engine import ContextEngine
+from .hermes_config import BUILT_IN, model_name, model_section, shown_name
 from .image_gen import ImageGenProvider, error_response, resolve_aspect_ratio
 from .memory import MemoryProvider
 from .profile import ProviderProfile
@@ -72,6 +73,7 @@ class ProviderStatus:
     active: bool
     available: bool
     reason: str = ""
+    endpoint: str = ""  # a model provider's base URL as resolved now (credentials in it masked)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -99,8 +101,25 @@ class ProviderManager:
         return self.catalog.profiles()
 
     def model_config(self) -> dict[str, Any]:
-        value = section(self._kernel.config, "model")
-        return dict(value) if isinstance(value, dict) else {}
+        """config.yaml's ``model:`` section, its model name under ``model`` whichever key held it
+        (``model.model``, Hermes' ``model.default`` or ``model.name``: see
+        :func:`~kernel.providers.hermes_config.model_name`)."""
+        return model_section(section(self._kernel.config, "model"))
+
+    def _config_file(self) -> str:
+        return str(self._kernel.home / "config.yaml")
+
+    def _profile_for(self, name: Any, key: str = "model.provider") -> ProviderProfile:
+        """The profile config.yaml's provider ``name`` selects, or a :class:`ProviderSelectionError`
+        naming the key, the file and the fix."""
+        if not isinstance(name, str):
+            raise ProviderSelectionError(
+                f"{key} in {self._config_file()} must be a provider name (text), not {shown_name(name)}"
+            )
+        try:
+            return self.catalog.get(name)
+        except ProviderLookupError as exc:
+            raise ProviderSelectionError(f"{key}: {exc} ({key} is set in {self._config_file()})") from None
 
     def use_model(self, transport: ChatTransport | None) -> Any:
         """Make a host's ``transport`` the active model, in place of ``model.provider``'s.
@@ -142,17 +161,15 @@ class ProviderManager:
             key = json.dumps(config, sort_keys=True, default=str)
             if self._client is not None and self._client_key == key:
                 return self._client
-            try:
-                profile = self.catalog.get(str(name))
-            except ProviderLookupError as exc:
-                raise ProviderSelectionError(f"model.provider: {exc}") from None
+            profile = self._profile_for(name)
             ok, reason = profile.availability(config, self._kernel.environ)
             if not ok:
                 raise ProviderSelectionError(f"model provider '{profile.name}' is not available: {reason}")
             from .transport import ProviderError
 
             try:
-                self._client = self._make_client(profile, config)
+                problem = model_name(section(self._kernel.config, "model"))[1]
+                self._client = self._make_client(profile, config, problem)
             except ProviderError as exc:  # e.g. a scripted model whose script cannot be read
                 raise ProviderSelectionError(f"model provider '{profile.name}': {exc}") from None
             self._client_key = key
@@ -168,10 +185,7 @@ class ProviderManager:
         name = config.get("provider")
         if not name:
             raise ProviderSelectionError("no model provider configured: set model.provider in config.yaml")
-        try:
-            profile = self.catalog.get(str(name))
-        except ProviderLookupError as exc:
-            raise ProviderSelectionError(f"provider: {exc}") from None
+        profile = self._profile_for(name, "provider")
         ok, reason = profile.availability(config, self._kernel.environ)
         if not ok:
             raise ProviderSelectionError(f"model provider '{profile.name}' is not available: {reason}")
@@ -182,8 +196,10 @@ class ProviderManager:
         except ProviderError as exc:
             raise ProviderSelectionError(f"model provider '{profile.name}': {exc}") from None
 
-    def _make_client(self, profile: ProviderProfile, config: dict[str, Any]) -> Any:
-        model = str(config.get("model") or profile.default_model or "")
+    def _make_client(
+        self, profile: ProviderProfile, config: dict[str, Any], problem: str | None = None
+    ) -> Any:
+        model = model_name(config)[0] or profile.default_model or ""
         if profile.api_mode == "scripted":
             from .scripted import ScriptedTransport
 
@@ -202,7 +218,9 @@ class ProviderManager:
 
         if not model:
             raise ProviderSelectionError(
-                f"model provider '{profile.name}' needs a model name: set model.model in config.yaml"
+                f"model provider '{profile.name}' needs a model name: "
+                + (f"{problem}; " if problem else "")
+                + f"set model.default (or model.model) in {self._config_file()}"
             )
         api_key, base_url = profile.credentials(config, self._kernel.environ)
         return ChatCompletionsTransport(
@@ -235,18 +253,37 @@ class ProviderManager:
                             "provider_shutdown_failed", slot=slot, provider=provider.name, error=str(exc)
                         )
 
-    def memory_cli(self) -> tuple[str, Any] | None:
-        """``(name, register_cli)`` from the active memory provider's ``cli.py``, if it has one."""
+    def _memory_cli_module(self) -> tuple[Any, Any]:
+        """The active memory provider and its plugin's ``cli`` module (``None`` for either it lacks)."""
         try:
             memory = self.memory()
         except ProviderSelectionError:
-            return None
+            return None, None
         if memory is None:
-            return None
+            return None, None
         plugin = self._kernel.slots.get("memory", memory.name).plugin
-        module = self._kernel._plugin_submodule(plugin, "cli")
+        return memory, self._kernel._plugin_submodule(plugin, "cli")
+
+    def memory_cli(self) -> tuple[str, Any] | None:
+        """``(name, register_cli)`` from the active memory provider's ``cli.py``, if it has one."""
+        memory, module = self._memory_cli_module()
         register_cli = getattr(module, "register_cli", None) if module is not None else None
         return (memory.name, register_cli) if callable(register_cli) else None
+
+    def memory_cli_handler(self) -> Any:
+        """What runs the active memory provider's command, as Hermes finds it: ``<name>_command`` in
+        its ``cli.py`` (the configured name, else the provider's), else ``honcho_command``; or ``None``.
+
+        It is the command's default ``func``: an action whose parser sets its own ``func`` still wins.
+        """
+        memory, module = self._memory_cli_module()
+        if memory is None or module is None:
+            return None
+        for name in dict.fromkeys((self.selected("memory") or "", memory.name, "honcho")):
+            handler = getattr(module, f"{name}_command", None) if name.isidentifier() else None
+            if callable(handler):
+                return handler
+        return None
 
     # -- setting a memory provider up, backing it up ------------------------------------
 
@@ -333,18 +370,35 @@ class ProviderManager:
     def selected(self, slot: str) -> str | None:
         """The name the config selects for ``slot`` (or the slot's default).
 
-        With no choice in config.yaml, an image generator is chosen when exactly one
-        is available (as Hermes chooses it).
+        An image generator is chosen as Hermes chooses it when config.yaml names none, or names
+        one that is not installed: the only available one, else ``fal`` when it is available.
         """
         group, key, default, _base = SLOTS[slot]
         value = section(self._kernel.config, group, key)
-        if value:
+        if value and (slot not in AUTO_SLOTS or _find(self._kernel.slots.providers(slot), str(value))):
             return str(value)
         if slot in AUTO_SLOTS:
-            ready = [n for n, p in self._kernel.slots.providers(slot).items() if _availability(p.obj)[0]]
-            if len(ready) == 1:
-                return ready[0]
+            return self._fallback(slot) or (str(value) if value else default)
         return default
+
+    def _fallback(self, slot: str) -> str | None:
+        ready = [n for n, p in self._kernel.slots.providers(slot).items() if _availability(p.obj)[0]]
+        if len(ready) == 1:
+            return ready[0]
+        return "fal" if "fal" in ready else None
+
+    def fallback_note(self, slot: str) -> str | None:
+        """What to tell the user when ``slot``'s configured provider is missing and another answers."""
+        group, key, _default, _base = SLOTS[slot]
+        value = section(self._kernel.config, group, key)
+        chosen = self.selected(slot)
+        if not value or slot not in AUTO_SLOTS or chosen == str(value):
+            return None
+        known = ", ".join(sorted(self._kernel.slots.providers(slot))) or "none"
+        return (
+            f"{group}.{key}: no {slot} provider named '{value}' is installed (available: {known}); "
+            f"'{chosen}' is used in its place: install '{value}' or set {group}.{key} to '{chosen}'"
+        )
 
     def active(self, slot: str) -> Any:
         """The configured provider of ``slot``, or ``None`` when none is configured.
@@ -383,17 +437,17 @@ class ProviderManager:
     def status(self) -> list[ProviderStatus]:
         """Every provider of every slot, with what the config selects and why one is unavailable."""
         rows: list[ProviderStatus] = []
-        model_name = (self.model_config().get("provider") or "").casefold()
-        for entry in self.catalog.entries():
-            profile = entry.profile
-            ok, reason = profile.availability(
-                self.model_config() if _is(profile, model_name) else {}, self._kernel.environ
-            )
-            rows.append(
-                ProviderStatus(
-                    "model_provider", profile.name, entry.plugin, _is(profile, model_name), ok, reason
-                )
-            )
+        wanted = self.model_config().get("provider")
+        wanted = wanted.casefold() if isinstance(wanted, str) else ""
+        entries = self.catalog.entries()
+        try:  # Hermes' provider names reach a built-in endpoint: listed when config.yaml selects one
+            chosen = self.catalog.entry(wanted) if wanted else None
+        except ProviderLookupError:
+            chosen = None
+        if chosen is not None and chosen.plugin == BUILT_IN:
+            entries.append(chosen)
+        for entry in entries:
+            rows.append(self._model_row(entry.profile, entry.plugin, _is(entry.profile, wanted)))
         for slot in CHOSEN_SLOTS:
             providers = self._kernel.slots.providers(slot)
             chosen = _find(providers, self.selected(slot) or "")
@@ -402,18 +456,30 @@ class ProviderManager:
                 rows.append(ProviderStatus(slot, name, provider.plugin, provider is chosen, ok, reason))
         for problem_slot, problem in self.problems():
             rows.append(
-                ProviderStatus(problem_slot, self.selected(problem_slot) or "", None, True, False, problem)
+                ProviderStatus(
+                    problem_slot, shown_name(self.selected(problem_slot) or ""), None, True, False, problem
+                )
             )
         return rows
+
+    def _model_row(self, profile: ProviderProfile, plugin: str, active: bool) -> ProviderStatus:
+        config = self.model_config() if active else {}
+        ok, reason = profile.availability(config, self._kernel.environ)
+        endpoint = ""
+        if profile.api_mode != "scripted":
+            from ..core.log import mask_urls
+
+            endpoint = mask_urls(str(profile.credentials(config, self._kernel.environ)[1] or ""))
+        return ProviderStatus("model_provider", profile.name, plugin, active, ok, reason, endpoint)
 
     def problems(self) -> list[tuple[str, str]]:
         """``(slot, message)`` for each configured choice that cannot be used."""
         out: list[tuple[str, str]] = []
         if self.model_config().get("provider"):
             try:
-                self.catalog.get(str(self.model_config()["provider"]))
-            except ProviderLookupError as exc:
-                out.append(("model_provider", f"model.provider: {exc}"))
+                self._profile_for(self.model_config()["provider"])
+            except ProviderSelectionError as exc:
+                out.append(("model_provider", str(exc)))
         for slot in CHOSEN_SLOTS:
             name = self.selected(slot)
             group, key, default, _base = SLOTS[slot]
@@ -437,6 +503,9 @@ class ProviderManager:
             except ProviderSelectionError as exc:
                 if "not available" in str(exc):
                     kernel.log.warning("provider_unavailable", slot=slot, detail=str(exc))
+            note = self.fallback_note(slot) if slot in AUTO_SLOTS else None
+            if note is not None:
+                kernel._config_problem(ConfigNote(note, f"edit {kernel.home / 'config.yaml'}"))
         self._register_memory_tools()
         self._register_image_tool()
 

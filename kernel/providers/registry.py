@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from ..core.context import current_context
 from ..core.records import SOURCE_RANK
 from ..core.watchdog import SharedRLock
+from .hermes_config import BUILT_IN, builtin_profile, shown_name, unreachable
 from .profile import ProviderProfile
 
 
@@ -96,8 +97,13 @@ class ProviderCatalog:
                     None,
                 )
             if entry is None:
+                entry = _builtin_entry(name)
+            if entry is None:
                 known = ", ".join(sorted(e.profile.name for e in self._entries.values())) or "none"
-                raise ProviderLookupError(f"no model provider named '{name}' (available: {known})")
+                raise ProviderLookupError(
+                    f"no model provider named '{shown_name(name)}' (available: {known}, "
+                    "or a Hermes Agent provider name such as openrouter, openai, nous, custom)"
+                )
             return entry
 
     def get(self, name: str) -> ProviderProfile:
@@ -114,6 +120,18 @@ class ProviderCatalog:
 
 _default: ProviderCatalog | None = None
 _default_lock = threading.Lock()
+
+
+def _builtin_entry(name: str) -> CatalogEntry | None:
+    """Hermes' provider ``name`` when no plugin offers it: its OpenAI-compatible endpoint, or a
+    :class:`ProviderLookupError` saying why the kernel cannot reach it; ``None`` for other names."""
+    profile = builtin_profile(name)
+    if profile is not None:
+        return CatalogEntry(profile, BUILT_IN, "builtin")
+    why = unreachable(name)
+    if why is not None:
+        raise ProviderLookupError(why)
+    return None
 
 
 def default_catalog() -> ProviderCatalog:

@@ -22,7 +22,7 @@ from ..core.plugin_manager import PluginError
 from ..core.services import serviceimpl
 from .manager import SLOTS as PROVIDER_SLOTS
 from .manager import ProviderManager
-from .slots import SLOTS, SlotError, SlotRegistry, conform
+from .slots import REPLACING_SLOTS, SLOTS, SlotError, SlotRegistry, conform
 
 if TYPE_CHECKING:
     from ..core.kernel import Kernel
@@ -105,13 +105,32 @@ def offer_provider(kernel: Kernel, slot: str, provider: Any, plugin: str) -> Non
                 )
         if problem is None:
             try:
-                kernel.slots.add(slot, provider, plugin)
+                if slot in REPLACING_SLOTS:
+                    _replace(kernel, slot, provider, plugin)
+                else:
+                    kernel.slots.add(slot, provider, plugin)
             except SlotError as exc:
                 problem = str(exc)
     if problem is not None:
         if record is not None:
             record.warnings.append(problem)
         kernel.log.error("slot_conflict", slot=slot, plugin=plugin, error=problem)
+
+
+def _replace(kernel: Kernel, slot: str, provider: Any, plugin: str) -> None:
+    """Put ``provider`` in ``slot``; one of the same name goes, as in Hermes' registries (logged)."""
+    replaced = kernel.slots.put(slot, provider, plugin)
+    if replaced is None:
+        return
+    kernel.log.warning(
+        f"{slot}_provider_replaced", provider=replaced.name, plugin=plugin, replaced_plugin=replaced.plugin
+    )
+    record = kernel._records.get(plugin)
+    if replaced.plugin != plugin and record is not None:
+        record.warnings.append(
+            f"{slot} provider '{replaced.name}' of plugin '{replaced.plugin}' was replaced by plugin "
+            f"'{plugin}''s provider of the same name (as Hermes replaces it); rename one to keep both"
+        )
 
 
 def fire_slots(kernel: Kernel, only: str | None) -> None:

@@ -11,6 +11,8 @@ from ..core.hookspecs import SLOT_HOOKS
 
 # The four slots with a hookspec, then those only ``ctx.register_*`` fills (Hermes has no hook for them).
 SLOTS = (*SLOT_HOOKS.values(), "web_search", "video_gen", "tts", "transcription")
+# The slots Hermes keeps in a registry where registering a name again replaces the provider.
+REPLACING_SLOTS = frozenset({"image_gen", "video_gen", "web_search", "tts", "transcription"})
 
 
 class SlotError(ValueError):
@@ -32,15 +34,21 @@ class SlotRegistry:
 
     def __init__(self) -> None:
         self._slots: dict[str, dict[str, Provider]] = {slot: {} for slot in SLOTS}
+        # Providers another plugin's replaced (see put), brought back when that plugin goes.
+        self._under: dict[tuple[str, str], list[Provider]] = {}
         self._lock = threading.Lock()
 
-    def add(self, slot: str, obj: Any, plugin: str) -> Provider:
-        """Offer ``obj`` under its ``name``; raise :class:`SlotError` on a bad or taken name."""
+    def _offered_name(self, slot: str, obj: Any, plugin: str) -> str:
         if slot not in self._slots:
             raise SlotError(f"unknown slot '{slot}' (slots: {', '.join(SLOTS)})")
         name = getattr(obj, "name", None)
         if not isinstance(name, str) or not name.strip():
             raise SlotError(f"plugin '{plugin}' offered a {slot} provider without a string 'name': {obj!r}")
+        return name
+
+    def add(self, slot: str, obj: Any, plugin: str) -> Provider:
+        """Offer ``obj`` under its ``name``; raise :class:`SlotError` on a bad or taken name."""
+        name = self._offered_name(slot, obj, plugin)
         with self._lock:
             taken = self._slots[slot].get(name)
             if taken is not None:
@@ -52,11 +60,31 @@ class SlotRegistry:
             self._slots[slot][name] = provider
         return provider
 
+    def put(self, slot: str, obj: Any, plugin: str) -> Provider | None:
+        """Offer ``obj`` under its ``name``, replacing the provider of that name; return the replaced one.
+
+        For the slots where Hermes keeps a registry that a new registration overwrites.
+        """
+        name = self._offered_name(slot, obj, plugin)
+        with self._lock:
+            replaced = self._slots[slot].get(name)
+            self._slots[slot][name] = Provider(slot, name, plugin, obj)
+            if replaced is not None and replaced.plugin != plugin:
+                self._under.setdefault((slot, name), []).append(replaced)
+        return replaced
+
     def remove_plugin(self, plugin: str) -> None:
         with self._lock:
-            for providers in self._slots.values():
+            for under in self._under.values():
+                under[:] = [p for p in under if p.plugin != plugin]
+            for slot, providers in self._slots.items():
                 for name in [n for n, p in providers.items() if p.plugin == plugin]:
                     del providers[name]
+                    under = self._under.pop((slot, name), [])
+                    if under:
+                        providers[name] = under.pop()
+                        if under:
+                            self._under[(slot, name)] = under
 
     def providers(self, slot: str) -> dict[str, Provider]:
         """The providers of ``slot`` by name (a copy)."""

@@ -7,11 +7,14 @@ event loop (:meth:`~ChatCompletionsTransport.acomplete`), and returns a
 
 The request body is ``{model, messages, tools?, temperature?, max_tokens?}``,
 then the profile's hooks in this order, each merged shallowly (a later key
-wins): ``prepare_messages`` (on a deep copy of the messages),
+wins): ``prepare_messages`` (on a deep copy of the messages, where a tool result that is a
+multimodal envelope is already its content parts, or its text for a profile whose
+``supports_vision_tool_messages`` is false, as Hermes sends them),
 ``build_extra_body(session_id=..., **context)``, both halves of
 ``build_api_kwargs_extras(**context)``, and last the ``extra_body`` argument.
-``profile.fixed_temperature`` replaces any temperature asked for;
-``profile.default_max_tokens`` is used when no ``max_tokens`` is given.
+``profile.fixed_temperature`` replaces any temperature asked for (``OMIT_TEMPERATURE``: none is
+sent); ``profile.get_max_tokens(model)`` (by default ``default_max_tokens``) is used when no
+``max_tokens`` is given.
 
 Failure policy, per model:
 
@@ -51,7 +54,7 @@ import httpx
 import tenacity
 
 from ..core.safe_yaml import DataRefused, load_json
-from .calls import ApiCall, MiddlewareCalls, afire, fire
+from .calls import ApiCall, MiddlewareCalls, afire, fire, send_tool_parts
 from .parsing import (
     MAX_RESPONSE_BYTES,
     _aread_capped,
@@ -64,7 +67,7 @@ from .parsing import (
     _tool_calls,
     _usage,
 )
-from .profile import ProviderProfile
+from .profile import OMIT_TEMPERATURE, ProviderProfile
 from .results import ChatResult, ChatTransport, ProviderError, ToolCall, Usage, _excerpt
 
 __all__ = [
@@ -193,18 +196,21 @@ class ChatCompletionsTransport(MiddlewareCalls):
         """The JSON body for ``model`` (default: the transport's), profile hooks applied."""
         profile = self.profile
         prepared = copy.deepcopy([dict(m) for m in messages])
+        send_tool_parts(prepared, images=getattr(profile, "supports_vision_tool_messages", True) is not False)
         result = profile.prepare_messages(prepared)
         if result is not None:
             prepared = list(result)
         body: dict[str, Any] = {"model": model or self.model, "messages": prepared}
         if tools:
             body["tools"] = [_function_schema(t) for t in tools]
-        if profile.fixed_temperature is not None:
+        if profile.fixed_temperature is OMIT_TEMPERATURE:
+            temperature = None
+        elif profile.fixed_temperature is not None:
             temperature = profile.fixed_temperature
         if temperature is not None:
             body["temperature"] = temperature
         if max_tokens is None:
-            max_tokens = profile.default_max_tokens
+            max_tokens = profile.get_max_tokens(model or self.model)
         if max_tokens is not None:
             body["max_tokens"] = max_tokens
         body.update(profile.build_extra_body(session_id=session_id, **context) or {})

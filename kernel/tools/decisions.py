@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 import copy
+import json
+import math
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..core.hooks import Callback, Request, describe, propagates, safe_text
+from ..core.safe_yaml import data_problem
 
 if TYPE_CHECKING:
     from ..core.kernel import Kernel
+
+# Bounds on a call's arguments (from the model or a plugin): nesting depth, values, JSON text size.
+MAX_ARGS_DEPTH = 100
+MAX_ARGS_VALUES = 100_000
+MAX_ARGS_CHARS = 10_000_000
 
 
 @dataclass(frozen=True)
@@ -88,8 +96,10 @@ def merge_decisions(args: dict[str, Any], decisions: Iterable[tuple[str, tuple[s
     """Apply the merge rules to ``(plugin, decision)`` pairs given in plugin order.
 
     A block outranks everything (the first block's message wins);
-    modifications are shallow-merged in plugin order, later keys winning;
-    approvals are collected for the approver.
+    modifications are shallow-merged in plugin order, later keys winning; an
+    ``edit`` (a callback that changed its ``args`` in place) makes its
+    arguments the call's, as they stand at that point; approvals are
+    collected for the approver.
     """
     verdict = Verdict(args=dict(args))
     for plugin, (kind, payload) in decisions:
@@ -98,6 +108,8 @@ def merge_decisions(args: dict[str, Any], decisions: Iterable[tuple[str, tuple[s
                 verdict.blocked = payload or f"tool call blocked by plugin '{plugin}'"
         elif kind == "modify":
             verdict.args.update(payload)
+        elif kind == "edit":
+            verdict.args = dict(payload)
         elif kind == "approve":
             message, rule_key = payload
             verdict.approvals.append((plugin, message, rule_key))
@@ -123,8 +135,12 @@ def decide_tool_call(
 ) -> Verdict:
     """Fire ``pre_tool_call``, merge the decisions, and ask the approver when one asks for it.
 
-    Each callback gets its own copy of the arguments; a callback that fails,
-    or whose answer cannot be read, blocks the call (and is disabled).
+    The decisions are read from the whole (wrapped) call's result, as
+    ``k.pm.hook.pre_tool_call`` returns it.  Each callback gets its own copy of
+    the arguments as the callbacks before it left them (their ``modify``
+    decisions and in-place edits); a callback that changes its copy in place
+    has made a ``modify`` decision (an ``edit``).  A callback that fails, or
+    whose answer or edit cannot be read, blocks the call (and is disabled).
     """
     try:
         snapshot = copy.deepcopy(args)
@@ -136,14 +152,26 @@ def decide_tool_call(
             f"pre_tool_call guards ({describe(exc)})",
             args=args,
         )
-    request = Request(pairs=[], failures=[], prepare=lambda kw: {**kw, "args": copy.deepcopy(snapshot)})
-    kernel._hooks.invoke("pre_tool_call", {**context, "tool_name": tool_name, "args": snapshot}, request)
+    guards = _Guards(kernel, tool_name, snapshot)
+    request = Request(pairs=[], failures=[], prepare=guards.prepare, after=guards.after)
+    outcome = kernel._hooks.invoke(
+        "pre_tool_call", {**context, "tool_name": tool_name, "args": snapshot}, request
+    )
     # Every answer is read, so that every guard that broke the rules is disabled in this call.
-    failed = [(cb, False) for cb in request.failures or []]
-    decisions = []
-    for cb, value in request.pairs or []:
+    failed = [(cb, "failed") for cb in request.failures or []]
+    failed.extend(guards.bad_edits.items())
+    decisions: list[tuple[str, tuple[str, Any]]] = []
+    edits = list(guards.edits)
+
+    def edits_until(position: float) -> None:
+        while edits and edits[0][0] <= position:
+            _, cb, edited = edits.pop(0)
+            decisions.append((cb.plugin, ("edit", edited)))
+
+    for cb, value in kernel._hooks.results_of(outcome, request):
+        edits_until(guards.position.get(cb, math.inf))
         try:
-            decision = parse_decision(value)
+            decision = guards.decision(cb, value)
         except MalformedDecision as exc:
             kernel.log.warning(
                 "tool_decision_malformed",
@@ -157,14 +185,15 @@ def decide_tool_call(
             if propagates(exc):
                 raise
             kernel._hooks.fail(cb, exc)
-            failed.append((cb, True))
+            failed.append((cb, "returned a decision that could not be read"))
             continue
         if decision is not None:
             decisions.append((cb.plugin, decision))
+    edits_until(math.inf)
     if failed:
-        cb, reading = failed[0]
-        return _guard_failed(cb, args, reading=reading)
-    verdict = merge_decisions(args, decisions)
+        cb, what = failed[0]
+        return _guard_failed(cb, args, what)
+    verdict = merge_decisions(snapshot, decisions)
     if verdict.blocked is None:
         for plugin, message, rule_key in verdict.approvals:
             request = ApprovalRequest(
@@ -184,6 +213,98 @@ def decide_tool_call(
                 )
                 break
     return verdict
+
+
+class _Guards:
+    """One ``pre_tool_call`` call's arguments as the guards hand them on, callback by callback."""
+
+    def __init__(self, kernel: Kernel, tool_name: str, snapshot: dict[str, Any]) -> None:
+        self.kernel = kernel
+        self.tool_name = tool_name
+        self.current = snapshot
+        #: Where each callback that returned stands in the call (wrappers are not there).
+        self.position: dict[Callback, int] = {}
+        #: ``(position, callback, arguments)`` of each in-place edit, in call order.
+        self.edits: list[tuple[int, Callback, dict[str, Any]]] = []
+        #: Callbacks whose edit cannot be used, and what to say about them.
+        self.bad_edits: dict[Callback, str] = {}
+        self._read: dict[Callback, tuple[Any, bool, Any]] = {}
+
+    def prepare(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        return {**kwargs, "args": copy.deepcopy(self.current)}
+
+    def after(self, cb: Callback, result: Any, kwargs: dict[str, Any]) -> None:
+        """``cb`` returned ``result`` for the arguments in ``kwargs``: hand its edit and modify on."""
+        self.position[cb] = len(self.position)
+        try:
+            edited = _edited(kwargs.get("args"), self.current)
+        except BaseException as exc:
+            if propagates(exc):
+                raise
+            self.kernel._hooks.fail(cb, exc)
+            self.bad_edits[cb] = (
+                f"changed its args in place into arguments the kernel cannot use ({describe(exc)}); "
+                'return {"action": "modify", "args": {...}} with JSON data instead'
+            )
+            return
+        if edited is not None:
+            before, self.current = self.current, edited
+            self.edits.append((self.position[cb], cb, edited))
+            try:
+                keys = sorted(str(k) for k in {*edited, *before} if _differs(k, edited, before))
+            except Exception:  # a host's own value that cannot be compared: the log line names no keys
+                keys = []
+            # An audit line (agent.log, at INFO): a plugin changed what a tool runs.
+            self.kernel._logging.audit.info(
+                "tool_args_edited", plugin=cb.plugin, tool=self.tool_name, keys=keys[:20], counted_as="modify"
+            )
+        try:
+            decision = self.decision(cb, result)
+        except BaseException as exc:
+            if propagates(exc):
+                raise
+            return  # read again, and reported, with the whole call's result
+        if decision is not None and decision[0] == "modify":
+            self.current = {**self.current, **decision[1]}
+
+    def decision(self, cb: Callback, value: Any) -> tuple[str, Any] | None:
+        """``parse_decision(value)``, read once per callback and answer (plugin code may run)."""
+        seen = self._read.get(cb)
+        if seen is None or seen[0] is not value:
+            try:
+                seen = (value, True, parse_decision(value))
+            except BaseException as exc:
+                if propagates(exc):
+                    raise
+                seen = (value, False, exc)
+            self._read[cb] = seen
+        if not seen[1]:
+            raise seen[2]
+        return seen[2]
+
+
+def _differs(key: Any, after: dict[str, Any], before: dict[str, Any]) -> bool:
+    return key not in after or key not in before or bool(after[key] != before[key])
+
+
+def _edited(given: Any, current: dict[str, Any]) -> dict[str, Any] | None:
+    """The arguments a callback left in its copy ``given`` of ``current``: ``None`` when unchanged,
+    else a plain copy of them; raises ``ValueError`` when they are not bounded JSON data."""
+    if type(given) is not dict or given == current:
+        return None
+
+    problem = data_problem(given, MAX_ARGS_VALUES, MAX_ARGS_DEPTH, shared_ok=True)
+    if problem is not None:
+        raise ValueError(f"the edited arguments hold {problem}")
+    try:
+        text = json.dumps(given, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"the edited arguments are not JSON data: {exc}") from None
+    if len(text) > MAX_ARGS_CHARS:
+        raise ValueError(
+            f"the edited arguments are {len(text):,} characters of JSON; at most {MAX_ARGS_CHARS:,}"
+        )
+    return json.loads(text)
 
 
 def approve(kernel: Kernel, request: ApprovalRequest, context: dict[str, Any] | None = None) -> bool:
@@ -225,8 +346,7 @@ def approval_payload(kernel: Kernel, request: ApprovalRequest, context: dict[str
     }
 
 
-def _guard_failed(cb: Callback, args: dict[str, Any], reading: bool = False) -> Verdict:
-    what = "returned a decision that could not be read" if reading else "failed"
+def _guard_failed(cb: Callback, args: dict[str, Any], what: str) -> Verdict:
     return Verdict(
         blocked=(
             f"tool call blocked: the pre_tool_call hook of plugin '{cb.plugin}' {what} ({cb.error}); "

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ..core.hooks import adapt_hermes_callback, describe, plugin_order, propagates, safe_text
 from ..core.running import RUNNING, running_kernel
 from ..core.safe_yaml import DataRefused, data_problem, load_json
-from .decisions import decide_tool_call
+from .decisions import MAX_ARGS_CHARS, MAX_ARGS_DEPTH, MAX_ARGS_VALUES, decide_tool_call
 from .middleware import OBSERVER_SCHEMA_VERSION, MiddlewareError
 
 if TYPE_CHECKING:
@@ -176,11 +176,6 @@ def _check_json_schema(name: str, schema: Any, where: str = "parameters") -> Non
 
 # Tools of the kernel's own, registered on demand: no plugin may take their names.
 RESERVED_TOOLS = {"skill_view": "builtin"}
-
-# Bounds on a call's arguments (from the model or a plugin): nesting depth, values, JSON text size.
-MAX_ARGS_DEPTH = 100
-MAX_ARGS_VALUES = 100_000
-MAX_ARGS_CHARS = 10_000_000
 
 
 def error_json(message: str, **extra: Any) -> str:

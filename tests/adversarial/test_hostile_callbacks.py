@@ -820,15 +820,16 @@ def test_unreadable_decision_blocks_the_call_then_is_disabled(
     assert_blocked_once_then_open(k, home, handled, seen_by_z)
 
 
-def test_guards_cannot_change_the_arguments_for_each_other_or_the_handler(
+def test_guards_change_the_arguments_only_by_decisions(
     make_kernel: Callable[..., Kernel],
 ) -> None:
-    """Each ``pre_tool_call`` callback gets its own copy of the arguments.
+    """Each ``pre_tool_call`` callback gets its own copy of the arguments; changing it in place is
+    that callback's decision (see tests/adversarial/test_inplace_edits.py).
 
     ``a_mutator`` (first in order) rewrites, deep-mutates and then clears the
-    ``args`` it was given; ``b_guard`` and ``c_modifier`` still see the
-    original arguments, the caller's dict is untouched, and the handler runs
-    with the original arguments plus only what a ``modify`` decision added.
+    ``args`` it was given: an edit to ``{}``, which ``b_guard`` and
+    ``c_modifier`` see; the caller's dict is untouched, and the handler runs
+    with the edited arguments plus what ``c_modifier``'s ``modify`` added.
     """
     original = {"expression": "2+2", "opts": {"deep": [1, 2]}}
     given = copy.deepcopy(original)
@@ -858,9 +859,9 @@ def test_guards_cannot_change_the_arguments_for_each_other_or_the_handler(
     k.register(hermes_plugin(("pre_tool_call", modify)), name="c_modifier")
 
     result = run_json(k.tools.dispatch("calc_probe", given, session_id="s-1"))
-    assert seen == {"a": [original], "b": [original], "c": [original]}
-    assert handled == [{**original, "extra": "from-c"}]
-    assert result == {"echo": {**original, "extra": "from-c"}}
+    assert seen == {"a": [original], "b": [{}], "c": [{}]}
+    assert handled == [{"extra": "from-c"}]
+    assert result == {"echo": {"extra": "from-c"}}
     assert given == original
     for name in ("a_mutator", "b_guard", "c_modifier"):
         assert k.plugin(name).hook_errors == {}

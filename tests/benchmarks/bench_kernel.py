@@ -113,6 +113,9 @@ PRE_KWARGS: dict[str, Any] = {
     "platform": "cli",
     "parent_session_id": None,
     "sender_id": "user-1",
+    # The kernel adds it to every hook call, as Hermes does: the plain rows pass it, so every row's
+    # callbacks are given the same arguments.
+    "telemetry_schema_version": "hermes.observer.v1",
 }
 
 # Each hook plugin: two Hermes-style callbacks (named arguments + **kwargs), so

@@ -62,6 +62,11 @@ def save_b64_image(b64: str, *, prefix: str = "image") -> Path:
     return _image_gen.save_b64_image(b64, hermes_home(), safe_prefix(prefix, "image"))
 
 
-def save_url_image(url: str, *, prefix: str = "image", timeout: float = 60.0) -> Path:
-    """Download an image (at most 25 MB) and save it under ``<home>/cache/images/``; return the path."""
-    return _image_gen.save_url_image(url, hermes_home(), safe_prefix(prefix, "image"), timeout=timeout)
+def save_url_image(
+    url: str, *, prefix: str = "image", timeout: float = 60.0, max_bytes: int = _image_gen.MAX_IMAGE_BYTES
+) -> Path:
+    """Download an image (at most ``max_bytes``, 25 MB by default; not empty) and save it under
+    ``<home>/cache/images/``; return the path."""
+    return _image_gen.save_url_image(
+        url, hermes_home(), safe_prefix(prefix, "image"), timeout=timeout, max_bytes=max_bytes
+    )
