@@ -16,6 +16,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..core.data import copy_data
 from ..core.hooks import adapt_hermes_callback, describe, plugin_order, propagates, safe_text
 from ..core.running import RUNNING, running_kernel
 from ..core.safe_yaml import DataRefused, data_problem, load_json
@@ -366,7 +367,7 @@ class ToolRegistry:
     def schemas(self) -> list[dict[str, Any]]:
         """OpenAI function schemas of the tools available now, in plugin order."""
         return [
-            {"type": "function", "function": copy.deepcopy(t.schema)}
+            {"type": "function", "function": copy_data(t.schema)}
             for t in self.all()
             if self.available(t)[0]
         ]
