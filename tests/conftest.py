@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from kernel import Kernel
+from kernel.core.discovery import ENTRY_POINTS_VARIABLE
 
 if TYPE_CHECKING:  # imported by the fixture: the redis package is for the tests that use it
     from redis_server import RedisServer
@@ -74,6 +75,9 @@ def sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A fresh HOME and working directory; no HERMES_* variable leaks in from the machine."""
     for name in _ENV_TO_CLEAR:
         monkeypatch.delenv(name, raising=False)
+    # Plugins installed in the environment are not the tests': a test's own are in a folder it puts on
+    # PYTHONPATH (a subprocess) or names in this variable (a kernel in the test's process).
+    monkeypatch.setenv(ENTRY_POINTS_VARIABLE, "pythonpath")
     user_home = tmp_path / "user"
     user_home.mkdir()
     monkeypatch.setenv("HOME", str(user_home))
@@ -265,6 +269,13 @@ def cli_env(home: Path, **extra: str) -> dict[str, str]:
 
 
 CLI = [sys.executable, "-m", "kernel"]
+
+
+def default_sigint() -> None:
+    """``preexec_fn`` of a child a test stops with Ctrl-C: SIGINT back to its default in the child, as an
+    interactive shell would start it, even when the suite runs with SIGINT ignored (``nohup make test &``,
+    some CI runners), a disposition every child would otherwise inherit."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def run_cli(home: Path, *args: str, stdin: str | None = None, **env: str) -> subprocess.CompletedProcess[str]:

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import CLI, cli_env, read_rest, read_until, write_pip_project, write_plugin
+from conftest import CLI, cli_env, default_sigint, read_rest, read_until, write_pip_project, write_plugin
 from dotenv import dotenv_values
 
 from kernel import hookspecs
@@ -618,6 +618,7 @@ def test_ctrl_c_at_a_prompt_aborts_cleanly(home, env, tmp_path):
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        preexec_fn=default_sigint,
     )
     try:
         seen = bytearray()
@@ -1139,6 +1140,7 @@ def test_logs_follow_prints_new_lines_until_ctrl_c(home, env):
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        preexec_fn=default_sigint,
     )
     try:
         seen = bytearray()

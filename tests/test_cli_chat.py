@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import CLI, REPO, cli_env, run_cli, write_plugin
+from conftest import CLI, REPO, cli_env, default_sigint, run_cli, write_plugin
 
 HOOKLOG = """
 import json
@@ -412,6 +412,7 @@ def test_chat_through_pipes_sigint_interrupts_the_turn_and_on_session_end_fires(
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        preexec_fn=default_sigint,
         text=True,
     )
     try:
@@ -456,6 +457,7 @@ class Terminal:
         pid, fd = pty.fork()
         if pid == 0:  # the child: its stdin, stdout and stderr are the pty
             try:
+                default_sigint()
                 os.chdir(home)
                 os.execve(argv[0], argv, env)
             finally:

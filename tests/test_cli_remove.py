@@ -170,7 +170,8 @@ def fresh_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_remove_pip_uninstalls_a_package_install_put_in_the_environment(
     home, bundled, tmp_path, fresh_python
 ):
-    env = cli_env(home, HERMES_BUNDLED_PLUGINS=str(bundled))
+    # The subject is a plugin installed in an environment: its entry points are read.
+    env = cli_env(home, HERMES_BUNDLED_PLUGINS=str(bundled), HERMES_KERNEL_ENTRY_POINTS="all")
     cli = [str(fresh_python), "-m", "kernel"]
 
     def hk(*args: str) -> subprocess.CompletedProcess[str]:

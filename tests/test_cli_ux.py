@@ -28,7 +28,7 @@ from typing import Any
 import pluggy
 import pytest
 import yaml
-from conftest import CLI, REPO, cli_env, read_rest, read_until, run_cli, write_plugin
+from conftest import CLI, REPO, cli_env, default_sigint, read_rest, read_until, run_cli, write_plugin
 
 from kernel.core.markers import __version__
 
@@ -380,7 +380,12 @@ def test_logs_follow_exits_130_on_sigint(home):
     path.parent.mkdir(parents=True)
     path.write_text("2026-01-01T00:00:00.000000Z [warning  ] first_record\n", encoding="utf-8")
     proc = subprocess.Popen(
-        [*CLI, "logs", "-f"], env=cli_env(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [*CLI, "logs", "-f"],
+        env=cli_env(home),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=default_sigint,
     )
     try:
         assert proc.stdout is not None
@@ -764,7 +769,9 @@ def _gateway_until_connected(env: dict[str, str], *, terminal: bool) -> tuple[in
     else:
         master, slave = os.pipe()
         streams = {"stdin": subprocess.DEVNULL, "stdout": slave, "stderr": subprocess.DEVNULL}
-    proc = subprocess.Popen([*CLI, "gateway", "run"], env=env, start_new_session=True, **streams)
+    proc = subprocess.Popen(
+        [*CLI, "gateway", "run"], env=env, start_new_session=True, preexec_fn=default_sigint, **streams
+    )
     os.close(slave)
     seen = bytearray()
     try:

@@ -61,6 +61,7 @@ def plugins(home: Path, bundled: Path, tmp_path: Path) -> Path:
 def ep_site(ep_target: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     evict_package("shouty_ep")
     monkeypatch.syspath_prepend(str(ep_target))
+    monkeypatch.setenv("HERMES_KERNEL_ENTRY_POINTS", str(ep_target))
     importlib.invalidate_caches()
     yield ep_target
     evict_package("shouty_ep")

@@ -30,6 +30,7 @@ import yaml
 from conftest import CLI, REPO, cli_env, run_json
 
 from kernel import Kernel, hookspecs
+from kernel.core.discovery import ENTRY_POINTS_VARIABLE
 
 DOCS = REPO / "docs"
 README = REPO / "README.md"
@@ -116,6 +117,7 @@ def _sandbox_env(base: Path, isolated: bool = False) -> dict[str, str]:
         (base / "no-bundled").mkdir(exist_ok=True)
         env["HERMES_BUNDLED_PLUGINS"] = str(base / "no-bundled")
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env[ENTRY_POINTS_VARIABLE] = "none"  # the plugins installed in the environment are not the docs'
     return env
 
 

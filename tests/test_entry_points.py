@@ -80,6 +80,7 @@ def ep_site(installed: dict[str, object], tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.setenv(MARKS_VARIABLE, str(marks))
     _evict_fixture_modules()
     monkeypatch.syspath_prepend(str(target))
+    monkeypatch.setenv("HERMES_KERNEL_ENTRY_POINTS", str(target))
     importlib.invalidate_caches()
     yield marks
     _evict_fixture_modules()

@@ -102,6 +102,7 @@ def hermes_site(installed: dict[str, Any], tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.setenv(MARKS_VARIABLE, str(marks))
     _evict_fixture_modules()
     monkeypatch.syspath_prepend(str(installed["target"]))
+    monkeypatch.setenv("HERMES_KERNEL_ENTRY_POINTS", str(installed["target"]))
     importlib.invalidate_caches()
     yield marks
     _evict_fixture_modules()

@@ -117,6 +117,7 @@ def test_entry_points_are_read_from_the_cache_while_nothing_is_installed(
     age(site)
     # Only folders that this test leaves alone (the working folder changes as tests write to it).
     monkeypatch.setattr(sys, "path", [str(site), *(p for p in sys.path if p not in ("", str(Path.cwd())))])
+    monkeypatch.setenv("HERMES_KERNEL_ENTRY_POINTS", "all")  # the subject: every folder of sys.path
     cache = tmp_path / "entry-points.json"
     first = [c for c in scan_entry_points(log, cache=cache) if c.key == "demo-ep"]
     assert len(first) == 1 and not isinstance(first[0].entry_point, CachedEntryPoint)

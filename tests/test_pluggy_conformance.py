@@ -1140,6 +1140,7 @@ def conf_ep(conformance_dist: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -
     target = conformance_dist["target"]
     evict_package(CONF_PACKAGE)
     monkeypatch.syspath_prepend(str(target))
+    monkeypatch.setenv("HERMES_KERNEL_ENTRY_POINTS", str(target))
     importlib.invalidate_caches()
     yield importlib.import_module(CONF_PACKAGE)
     evict_package(CONF_PACKAGE)

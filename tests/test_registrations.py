@@ -272,7 +272,7 @@ print("PROBE " + json.dumps({"before": before, "after": after, "count": count}))
     bundled = tmp_path / "none"
     bundled.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("HERMES_")}
-    env.update(HERMES_BUNDLED_PLUGINS=str(bundled), PYTHONPATH=str(REPO))
+    env.update(HERMES_BUNDLED_PLUGINS=str(bundled), PYTHONPATH=str(REPO), HERMES_KERNEL_ENTRY_POINTS="none")
     report = run_probe(probe, str(tmp_path / "home"), cwd=tmp_path, env=env)
     assert report == {"before": [False, False], "after": [True, True], "count": 0}
 

@@ -870,6 +870,10 @@ def report_outcome(
     if added:
         assert extra_path is not None
         sys.path.insert(0, extra_path)
+    # As the next start will have it, also for HERMES_KERNEL_ENTRY_POINTS=pythonpath.
+    pythonpath = os.environ.get("PYTHONPATH")
+    if extra_path is not None:
+        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (extra_path, pythonpath) if p)
     sys.stdout.flush()
     import importlib
 
@@ -906,6 +910,11 @@ def report_outcome(
     finally:
         if added:
             sys.path.remove(extra_path)  # type: ignore[arg-type]
+        if extra_path is not None:
+            if pythonpath is None:
+                os.environ.pop("PYTHONPATH", None)
+            else:
+                os.environ["PYTHONPATH"] = pythonpath
 
 
 def _status_line(info: Any, home: Path, extra_path: str | None, missing: list[str]) -> tuple[str, bool]:

@@ -32,6 +32,11 @@ ENTRY_POINT_GROUPS: dict[str, str] = {
 
 SOURCES = ("bundled", "user", "project", "entrypoint")
 
+#: Which installed distributions' entry points are plugins: ``all`` (unset: every one on ``sys.path``),
+#: ``none``, ``pythonpath`` (only those in the folders of ``$PYTHONPATH``), or folders separated by
+#: ``os.pathsep`` (only the distributions in these).
+ENTRY_POINTS_VARIABLE = "HERMES_KERNEL_ENTRY_POINTS"
+
 
 @dataclass
 class Candidate:
@@ -119,10 +124,14 @@ def scan_entry_points(
     did (see :func:`_installed_signature`).
     """
     groups = tuple(groups)
-    signature = _installed_signature() if cache is not None else None
+    scope = entry_point_scope()
+    if scope == []:
+        log.debug("source_skipped", source="entrypoint", reason=f"{ENTRY_POINTS_VARIABLE}=none")
+        return []
+    signature = _installed_signature(scope) if cache is not None else None
     rows = _cached_rows(cache, signature, groups) if cache is not None else None
     if rows is None:
-        rows = _scan_rows(log, groups)
+        rows = _scan_rows(log, groups, scope)
         if rows is None:
             return []
         if cache is not None and signature is not None:
@@ -150,12 +159,29 @@ def scan_entry_points(
     return out
 
 
-def _scan_rows(log: Any, groups: tuple[str, ...]) -> list[tuple[str, Any, str, str]] | None:
-    """``(group, entry point, version, summary)`` of every installed distribution, by group and name."""
+def entry_point_scope() -> list[str] | None:
+    """Where entry-point plugins come from, by ``$HERMES_KERNEL_ENTRY_POINTS``: ``None`` for every
+    distribution on ``sys.path`` (unset, empty or ``all``), ``[]`` for none, else the folders named
+    (those of ``$PYTHONPATH`` for ``pythonpath``)."""
+    value = os.environ.get(ENTRY_POINTS_VARIABLE, "").strip()
+    if value.lower() in ("", "all"):
+        return None
+    if value.lower() == "none":
+        return []
+    if value.lower() == "pythonpath":
+        value = os.environ.get("PYTHONPATH", "")
+    return [os.path.abspath(os.path.expanduser(p)) for p in value.split(os.pathsep) if p.strip()]
+
+
+def _scan_rows(
+    log: Any, groups: tuple[str, ...], scope: list[str] | None = None
+) -> list[tuple[str, Any, str, str]] | None:
+    """``(group, entry point, version, summary)`` of every installed distribution (or of those in the
+    folders of ``scope``), by group and name."""
     from importlib import metadata
 
     try:
-        selected = metadata.entry_points()
+        selected = metadata.entry_points() if scope is None else _entry_points_in(scope)
     except Exception as exc:  # a broken distribution must not stop discovery
         log.debug("entry_points_failed", error=str(exc))
         return None
@@ -174,6 +200,28 @@ def _scan_rows(log: Any, groups: tuple[str, ...]) -> list[tuple[str, Any, str, s
                 description = (dist.metadata.get("Summary") or "") if dist.metadata else ""
             rows.append((group, ep, version, description))
     return rows
+
+
+def _entry_points_in(folders: list[str]) -> Any:
+    """The entry points of the distributions in ``folders``; of two of one name, the first folder's."""
+    from importlib import metadata
+
+    seen: set[str] = set()
+    found: list[Any] = []
+    for dist in metadata.distributions(path=folders):
+        name = _dist_key((dist.metadata["Name"] or "") if dist.metadata else "")
+        if name and name in seen:
+            continue
+        seen.add(name)
+        found.extend(dist.entry_points)
+    return metadata.EntryPoints(found)
+
+
+def _dist_key(name: str) -> str:
+    """A distribution's name as packaging compares them (``My_Pkg`` and ``my-pkg`` are one)."""
+    import re
+
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 class CachedEntryPoint:
@@ -201,7 +249,7 @@ class CachedEntryPoint:
         return f"CachedEntryPoint(name={self.name!r}, value={self.value!r}, group={self.group!r})"
 
 
-def _installed_signature() -> list[Any] | None:
+def _installed_signature(scope: list[str] | None = None) -> list[Any] | None:
     """What the installed distributions' entry points depend on: each ``sys.path`` entry's
     modification time and those of the ``entry_points.txt`` of the distributions in it.
 
@@ -214,8 +262,8 @@ def _installed_signature() -> list[Any] | None:
     from .state import RACY_NS
 
     now = time.time_ns()
-    out: list[Any] = [sys.version]
-    for entry in dict.fromkeys(os.path.abspath(p or ".") for p in sys.path):
+    out: list[Any] = [sys.version, scope]
+    for entry in dict.fromkeys(os.path.abspath(p or ".") for p in (sys.path if scope is None else scope)):
         try:
             stat = os.stat(entry)
         except OSError:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import CLI, cli_env, run_json, write_plugin
+from conftest import CLI, cli_env, default_sigint, run_json, write_plugin
 
 from kernel import Kernel
 
@@ -203,6 +203,7 @@ def test_ctrl_c_while_a_plugin_hangs_in_register_ends_the_command(tmp_path: Path
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=default_sigint,
     )
     try:
         for _ in range(6000):

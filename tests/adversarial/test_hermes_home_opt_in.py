@@ -189,6 +189,7 @@ def test_entry_point_plugins_stay_off_in_a_hermes_home(
 ) -> None:
     _soul(home)
     env = {**env, "PYTHONPATH": str(ep_target), "HERMES_EP_FIXTURE_MARKS": str(marks)}
+    env["HERMES_KERNEL_ENTRY_POINTS"] = str(ep_target)
     rows = plugins(env, "--refresh")
     eps = {name: row for name, row in rows.items() if row["source"] == "entrypoint"}
     assert eps and not any(row["enabled"] for row in eps.values()), eps

@@ -264,7 +264,7 @@ def test_logs_follow_keeps_a_traceback_with_its_record(home: Path) -> None:
     import signal
     import subprocess
 
-    from conftest import CLI, cli_env, read_until
+    from conftest import CLI, cli_env, default_sigint, read_until
 
     path = home / "logs" / "agent.log"
     path.parent.mkdir(parents=True)
@@ -274,6 +274,7 @@ def test_logs_follow_keeps_a_traceback_with_its_record(home: Path) -> None:
         env=cli_env(home),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        preexec_fn=default_sigint,
     )
     try:
         seen = bytearray()
