@@ -214,11 +214,13 @@ def test_hermes_aliases_resolve_like_their_provider(home: Path) -> None:
 
 
 def test_model_base_url_overrides_a_hermes_providers_endpoint(home: Path, server: LocalServer) -> None:
-    """``hermes setup`` writes the URL next to the provider: that URL is the one called."""
+    """``hermes setup`` writes the URL next to the provider: that URL is the one called (the key of
+    OPENROUTER_API_KEY goes to another host only when ``model.api_key_env`` names it)."""
     server.program(reply("routed"))
+    model = {"default": "m", "provider": "openrouter", "base_url": server.base_url}
     write_config(
         home,
-        {"model": {"default": "m", "provider": "openrouter", "base_url": server.base_url}},
+        {"model": {**model, "api_key_env": "OPENROUTER_API_KEY"}},
         dotenv=f"OPENROUTER_API_KEY={SECRET}\n",
     )
     proc = cli(home, "run", "hi")

@@ -229,17 +229,21 @@ def test_model_keyword_overrides_and_unknown_keywords_are_ignored(
     assert server.posts()[0].json == {"model": "dall-e-3", "prompt": "x", "n": 1, "size": "1024x1024"}
 
 
-def test_environment_supplies_url_and_key(
+def test_environment_supplies_the_url_and_the_openai_key_stays_with_openai(
     kernel_of: Callable[..., Kernel], server: LocalServer, home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """``$OPENAI_BASE_URL`` names any compatible server: ``$OPENAI_API_KEY`` is not sent there (a key
+    meant for OpenAI goes to OpenAI's hosts only, as for the model providers)."""
     k = kernel_of({"image_gen": {"provider": "openai-compatible"}})
     monkeypatch.setenv("OPENAI_BASE_URL", server.base_url + "/")
     monkeypatch.setenv("OPENAI_API_KEY", "env-key-42")
     server.program(b64_reply())
     result = backend(k).generate("from env")
     assert saved(result, home) == RED
-    assert server.posts()[0].headers["authorization"] == "Bearer env-key-42"
+    assert "authorization" not in server.posts()[0].headers
     assert server.posts()[0].path == "/v1/images/generations"
+    monkeypatch.setenv("OPENAI_BASE_URL", "https://api.openai.com/v1")
+    assert backend(k).api_key == "env-key-42"
 
 
 def test_config_wins_over_the_environment(

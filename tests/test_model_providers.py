@@ -218,10 +218,12 @@ def test_bundled_profiles_are_offered_by_the_bundled_plugins(
     ok, reason = openai.availability({}, environ={})
     assert not ok and "base_url" in reason
     assert openai.availability({}, environ={"OPENAI_BASE_URL": "http://127.0.0.1:8080/v1"}) == (True, "")
-    assert openai.credentials({}, environ={"OPENAI_API_KEY": "k", "OPENAI_BASE_URL": "http://h/v1"}) == (
-        "k",
-        "http://h/v1",
-    )
+    hosted = {"OPENAI_API_KEY": "k", "OPENAI_BASE_URL": "https://api.openai.com/v1"}
+    assert openai.credentials({}, environ=hosted) == ("k", "https://api.openai.com/v1")
+    # OPENAI_API_KEY is OpenAI's: another host gets only a key configured for it.
+    local = {"OPENAI_API_KEY": "k", "OPENAI_BASE_URL": "http://h/v1"}
+    assert openai.credentials({}, environ=local) == (None, "http://h/v1")
+    assert openai.credentials({"api_key_env": "OPENAI_API_KEY"}, environ=local) == ("k", "http://h/v1")
 
     scripted = k.providers.get_provider_profile("scripted")
     assert scripted.api_mode == "scripted"
@@ -658,9 +660,12 @@ def test_key_and_url_come_from_the_environment_when_the_config_has_none(
     make_kernel: Callable[..., Kernel],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
+    monkeypatch.setenv("LOCAL_SERVER_KEY", "sk-from-env")
     monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
-    k = make_kernel(config={"model": {"provider": "openai-compatible", "model": "env-model"}})
+    # The key of a local server comes from a variable the config names (OPENAI_API_KEY is OpenAI's
+    # and never goes to 127.0.0.1: tests/adversarial/test_key_destination.py).
+    model = {"provider": "openai-compatible", "model": "env-model", "api_key_env": "LOCAL_SERVER_KEY"}
+    k = make_kernel(config={"model": model})
     server.program(Reply(body=chat_body("from env")))
     assert k.providers.model().complete(USER).text == "from env"
     request = server.seen[0]

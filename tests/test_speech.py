@@ -584,8 +584,9 @@ BAD_CONFIGS = [
         "config.yaml: 'tts.providers.x.voice'",
     ),
     (
-        {"tts": {"provider": "edge"}},
-        "config.yaml: 'tts.provider' is 'edge', but there is no 'tts.providers.edge'",
+        # (Not a Hermes built-in name such as 'edge': those are warnings, tests/test_speech_hermes_names.py.)
+        {"tts": {"provider": "espeak"}},
+        "config.yaml: 'tts.provider' is 'espeak', but there is no 'tts.providers.espeak'",
     ),
     ({"tts": {"providers": {"a": {"command": "a"}}}}, "config.yaml: 'tts.provider' is not set"),
     ({"tts": "espeak"}, "config.yaml: 'tts' must be a mapping"),

@@ -153,6 +153,8 @@ _MODEL = _mapping(
         "name": _model_name("name"),
         "base_url": _text("a URL", "base_url: http://127.0.0.1:8080/v1"),
         "api_key": _text("a string (better: the provider's variable in .env)"),
+        # The variable whose key is sent to this endpoint, whatever its host (kernel.providers.keys).
+        "api_key_env": _text("the name of an environment variable", "api_key_env: OPENAI_API_KEY"),
         "script": _text("a file name (the scripted provider's turns)", "script: script.yaml"),
         "timeout": _seconds("a number of seconds (more than 0)", "timeout: 60"),
         "max_retries": _whole(0, "a whole number of retries (0 or more)", "max_retries: 3"),

@@ -223,6 +223,9 @@ class ProviderManager:
                 + f"set model.default (or model.model) in {self._config_file()}"
             )
         api_key, base_url = profile.credentials(config, self._kernel.environ)
+        withheld = profile.withheld_key(config, self._kernel.environ) if api_key is None else None
+        if withheld:
+            self._kernel.log.warning("model_key_withheld", provider=profile.name, detail=withheld)
         return ChatCompletionsTransport(
             profile,
             model=model,

@@ -147,21 +147,47 @@ class ProviderProfile:
     def credentials(
         self, config: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
     ) -> tuple[str | None, str]:
-        """``(api_key, base_url)``: config overrides, then ``env_vars``, then the profile's URL."""
+        """``(api_key, base_url)``: config overrides, then ``env_vars``, then the profile's URL.
+
+        ``model.api_key`` (or the variable ``model.api_key_env`` names) goes to any endpoint; a
+        known vendor's variable in ``env_vars`` (``OPENAI_API_KEY``, ...) only to that vendor's hosts
+        (see :mod:`kernel.providers.keys`).
+        """
+        api_key, base_url, _withheld = self._resolve(config, environ)
+        return api_key, base_url
+
+    def withheld_key(
+        self, config: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
+    ) -> str | None:
+        """Why a key set in one of ``env_vars`` is not sent to the endpoint, with the fix; ``None``
+        when no key is held back.  Never holds the key itself."""
+        return self._resolve(config, environ)[2]
+
+    def _resolve(
+        self, config: Mapping[str, Any] | None, environ: Mapping[str, str] | None
+    ) -> tuple[str | None, str, str | None]:
+        from . import keys
+
         config = config or {}
         environ = os.environ if environ is None else environ
+        url_vars = {v: environ[v] for v in self.env_vars if v.endswith("_BASE_URL") and environ.get(v)}
+        base_url = config.get("base_url") or next(iter(url_vars.values()), "") or self.base_url
         api_key = config.get("api_key") or None
-        base_url = config.get("base_url") or ""
-        keys = self.key_vars()
-        for var in self.env_vars:
+        named = config.get("api_key_env")
+        if api_key is None and isinstance(named, str) and named.strip():
+            api_key = environ.get(named.strip()) or None
+        if api_key is not None:
+            return api_key, base_url, None
+        withheld = None
+        for var in self.key_vars():
             value = environ.get(var)
             if not value:
                 continue
-            if var.endswith("_BASE_URL"):
-                base_url = base_url or value
-            elif api_key is None and var in keys:
-                api_key = value
-        return api_key, (base_url or self.base_url)
+            if keys.may_send(var, base_url, environ):
+                return value, base_url, None
+            if withheld is None:
+                withheld = keys.withheld_reason(var, base_url, keys.own_hosts(var, environ) or ())
+        return None, base_url, withheld
 
     def key_vars(self) -> list[str]:
         """The ``env_vars`` that hold an API key.
@@ -182,10 +208,10 @@ class ProviderProfile:
             return False, f"api_mode '{self.api_mode}' is not supported (supported: {', '.join(API_MODES)})"
         if self.api_mode == "scripted":
             return True, ""
-        api_key, base_url = self.credentials(config, environ)
+        api_key, base_url, withheld = self._resolve(config, environ)
         if not base_url:
             return False, "no base_url (set model.base_url in config.yaml)"
         key_vars = self.key_vars()
         if self.auth_type == "api_key" and key_vars and not api_key:
-            return False, f"no API key (set {' or '.join(key_vars)}, or model.api_key)"
+            return False, withheld or f"no API key (set {' or '.join(key_vars)}, or model.api_key)"
         return True, ""

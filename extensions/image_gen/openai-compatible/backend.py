@@ -21,6 +21,7 @@ from urllib.parse import urljoin, urlsplit
 
 from kernel.providers import ImageGenProvider, error_response, resolve_aspect_ratio, success_response
 from kernel.providers.image_gen import save_b64_image, save_url_image
+from kernel.providers.keys import may_send
 
 __all__ = ["DEFAULT_MODEL", "MODEL_SIZES", "SIZES", "OpenAICompatibleImageGen", "size_for"]
 
@@ -92,7 +93,12 @@ class OpenAICompatibleImageGen(ImageGenProvider):
 
     @property
     def api_key(self) -> str | None:
-        return self._api_key or os.environ.get("OPENAI_API_KEY") or None
+        """The configured key, else ``$OPENAI_API_KEY`` — only when the endpoint is OpenAI's own: a key
+        meant for OpenAI never goes to another host (``$OPENAI_BASE_URL`` included)."""
+        if self._api_key:
+            return self._api_key
+        key = os.environ.get("OPENAI_API_KEY") or None
+        return key if key and may_send("OPENAI_API_KEY", self.base_url, os.environ) else None
 
     @property
     def endpoint(self) -> str:

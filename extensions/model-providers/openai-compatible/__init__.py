@@ -3,9 +3,10 @@
 There is deliberately no default URL: the provider is unavailable until
 ``model.base_url`` (config.yaml) or ``OPENAI_BASE_URL`` names the endpoint, so
 nothing is ever sent to a server the user did not choose.  A key is optional
-(``auth_type="api_key_optional"``): when ``model.api_key`` or
-``OPENAI_API_KEY`` is set it is sent as a bearer token, otherwise the request
-goes out without one, which is what local servers expect.
+(``auth_type="api_key_optional"``): ``model.api_key`` (or the variable
+``model.api_key_env`` names) is sent as a bearer token to the configured URL;
+``OPENAI_API_KEY`` only when that URL is OpenAI's own (kernel.providers.keys).
+Otherwise the request goes out without one, which is what local servers expect.
 
 Typical base URLs: llama.cpp ``http://127.0.0.1:8080/v1``, vLLM
 ``http://127.0.0.1:8000/v1``, Ollama ``http://127.0.0.1:11434/v1``, OpenRouter

@@ -92,7 +92,9 @@ def load(kernel: Kernel) -> None:
     speech.settle()
     for problem in speech.problems:
         kernel._config_problem(problem)
-    if speech.tts_provider is None and speech.stt_provider is None and not speech.problems:
+    # With nothing to offer but something to say (a Hermes built-in name), the surface carries it.
+    nothing = speech.tts_provider is None and speech.stt_provider is None
+    if nothing and not speech.problems and not speech.warnings:
         return
 
     def setup(ctx: PluginContext) -> None:
@@ -115,7 +117,7 @@ def load(kernel: Kernel) -> None:
 
     record = kernel._add_surface(SURFACE, "speech", setup, description=speech.describe())
     record.warnings.extend(speech.warnings)
-    if speech.tts_provider is None and speech.stt_provider is None:
+    if nothing and speech.problems:
         record.error = "; ".join(speech.problems)
         record.enabled = False
     else:

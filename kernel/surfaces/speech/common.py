@@ -29,6 +29,15 @@ DEFAULT_PLUGIN_FORMAT = "mp3"
 DEFAULT_PLUGIN_MAX_TEXT = 4000
 # The provider slots plugins fill (ctx.register_tts_provider / register_transcription_provider).
 PLUGIN_SLOTS = {"tts": "tts", "stt": "transcription"}
+# The speech providers built into Hermes Agent 0.19 (its defaults: tts "edge", stt "local").  The kernel
+# has none of them built in; a Hermes config naming one that no plugin offers gets a warning, not an error.
+HERMES_BUILT_IN = {
+    "tts": frozenset(
+        {"edge", "elevenlabs", "openai", "minimax", "xai", "mistral", "gemini", "neutts", "kittentts"}
+        | {"piper", "deepinfra"}
+    ),
+    "stt": frozenset({"local", "groq", "openai", "mistral", "xai", "elevenlabs", "deepinfra"}),
+}
 
 TTS_PLACEHOLDERS = ("input_path", "text_path", "output_path", "format", "voice", "model", "speed")
 STT_PLACEHOLDERS = ("input_path", "output_dir", "output_path", "language", "model", "format")

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...core.callbacks import describe, plain_text, propagates, safe_text
-from .common import PLUGIN_SLOTS, SpeechError
+from .common import HERMES_BUILT_IN, PLUGIN_SLOTS, SpeechError
 from .files import mask_secrets
 
 if TYPE_CHECKING:
@@ -65,10 +65,25 @@ def find(kernel: Kernel, choice: _PluginChoice) -> Found | None:
     return None if entry is None else Found(choice, entry.name, entry.plugin, entry.obj)
 
 
+def hermes_built_in(choice: _PluginChoice) -> bool:
+    """Whether the choice names one of Hermes Agent's built-in speech providers (``edge``, ``local``...)."""
+    return choice.name.strip().casefold() in HERMES_BUILT_IN[choice.kind]
+
+
 def missing(kernel: Kernel, choice: _PluginChoice) -> str:
     """The problem of a choice no plugin offers: why it is no command provider, and what plugins offer."""
     names = ", ".join(sorted(offered(kernel, choice.kind))) or "none"
     what = "text-to-speech" if choice.kind == "tts" else "speech-to-text"
+    if hermes_built_in(choice):
+        tool = "text_to_speech" if choice.kind == "tts" else "transcribe_audio"
+        register = "register_tts_provider" if choice.kind == "tts" else "register_transcription_provider"
+        return (
+            f"config.yaml: '{choice.kind}.provider' is '{choice.name}', one of Hermes Agent's built-in "
+            f"{what} providers; hermes-kernel has no built-in speech provider, so no {tool} tool is "
+            f"offered: install and enable a plugin that offers a {what} provider named '{choice.name}' "
+            f"(ctx.{register}; offered now: {names}), or define a command provider under "
+            f"'{choice.kind}.providers.{choice.name}'"
+        )
     return (
         f"{choice.missing}, and no plugin offers a {what} provider named '{choice.name}' (offered: {names})"
     )

@@ -80,7 +80,8 @@ class Speech:
     def settle(self) -> None:
         """Match the choices with the plugins' providers (called by ``k.load()``, after the plugins).
 
-        A name no plugin offers becomes a problem of its direction; an
+        A name no plugin offers becomes a problem of its direction, unless it
+        is one of Hermes Agent's built-in providers (a warning then); an
         unavailable plugin provider, or one a same-name command provider
         hides, a warning.
         """
@@ -96,6 +97,10 @@ class Speech:
             if not isinstance(chosen, _PluginChoice):
                 continue
             found = dispatch.find(self._kernel, chosen)
+            if found is None and dispatch.hermes_built_in(chosen):
+                # A Hermes home's own setting (its default, often): carried over, with the fix.
+                self._warn(dispatch.missing(self._kernel, chosen))
+                continue
             if found is None:
                 problem = dispatch.missing(self._kernel, chosen)
                 if kind == "tts":
@@ -191,6 +196,8 @@ class Speech:
                 found = dispatch.find(self._kernel, provider)
                 if found is not None:
                     parts.append(f"{kind}: {found.name} (plugin '{found.plugin}')")
+                elif dispatch.hermes_built_in(provider):
+                    parts.append(f"{kind}: not available ('{provider.name}' is built into Hermes Agent only)")
                 else:
                     parts.append(f"{kind}: not available (no plugin offers '{provider.name}')")
             elif provider is not None:
