@@ -410,12 +410,10 @@ class HostSession:
             reply = replacement
         memory = turn.memory
         if memory is not None:
-            yield _Call(
-                "memory_sync_failed",
-                memory.sync_turn,
-                (turn.user_message, reply),
-                {"session_id": self.session_id},
-            )
+            sync: dict[str, Any] = {"session_id": self.session_id}
+            if accepted(memory.sync_turn, {"messages": None}):
+                sync["messages"] = copy_data(self.history)
+            yield _Call("memory_sync_failed", memory.sync_turn, (turn.user_message, reply), sync)
             if turn.user_message.strip():
                 yield _Call(
                     "memory_queue_prefetch_failed",

@@ -10,9 +10,12 @@ text answer back to the chat.
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import inspect
 import logging
+import os
+import re
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
@@ -53,25 +56,57 @@ class SessionSource:
 
 @dataclass
 class MessageEvent:
-    """One incoming message, as an adapter hands it to the host."""
+    """One incoming message, as an adapter hands it to the host.
+
+    The fields are in Hermes Agent 0.19's order, so an event built positionally the way Hermes'
+    adapters build it means the same here.
+    """
 
     text: str
     message_type: MessageType = MessageType.TEXT
     source: SessionSource | None = None
+    raw_message: Any = None
     message_id: str | None = None
-    reply_to_message_id: str | None = None
+    platform_update_id: int | None = None
     media_urls: list[str] = field(default_factory=list)
     media_types: list[str] = field(default_factory=list)
-    raw_message: Any = None
+    reply_to_message_id: str | None = None
+    reply_to_text: str | None = None
+    reply_to_author_id: str | None = None
+    reply_to_author_name: str | None = None
+    reply_to_is_own_message: bool = False
+    auto_skill: str | list[str] | None = None
+    channel_prompt: str | None = None
+    channel_context: str | None = None
+    internal: bool = False
+    metadata: dict[str, Any] = field(default_factory=dict)
     timestamp: float = field(default_factory=time.time)
 
     @property
     def chat_id(self) -> str | None:
         return self.source.chat_id if self.source is not None else None
 
-    @property
     def is_command(self) -> bool:
+        """Whether the message is a command (``/new``, ``/reset``...)."""
         return self.message_type is MessageType.COMMAND or self.text.lstrip().startswith("/")
+
+    def get_command(self) -> str | None:
+        """The command's name, lowercased, without the slash or a ``@botname`` suffix; None for a
+        message that is no command (or starts with a file path such as ``/tmp/x``)."""
+        if not self.is_command():
+            return None
+        words = self.text.split(maxsplit=1)
+        name = words[0].lstrip("/").split("@", 1)[0].lower() if words else ""
+        return name if name and "/" not in name else None
+
+    def get_command_args(self) -> str:
+        """What follows the command (the whole text for a message that is no command); the dashes
+        phones turn ``--`` into are turned back."""
+        if not self.is_command():
+            return self.text
+        words = self.text.split(maxsplit=1)
+        args = words[1] if len(words) > 1 else ""
+        return args.replace("\u2014\u2014", "--").replace("\u2014", "--").replace("\u2013", "-")
 
 
 @dataclass
@@ -83,6 +118,12 @@ class SendResult:
     error: str | None = None
     raw_response: Any = None
     retryable: bool = False
+    #: Seconds the platform asked to wait before retrying (rate limits), when it said.
+    retry_after: float | None = None
+    #: The ids of the further messages a long reply was split into.
+    continuation_message_ids: list[str] = field(default_factory=list)
+    #: One of ``SEND_ERROR_KINDS`` of ``gateway.platforms.base`` when the send failed.
+    error_kind: str | None = None
 
 
 class BasePlatformAdapter(ABC):
@@ -178,7 +219,601 @@ class BasePlatformAdapter(ABC):
             await self.send(event.chat_id, answer, reply_to=event.message_id)
         return answer if isinstance(answer, str) else None
 
+    # -- Hermes Agent 0.19's adapter surface ---------------------------------------
+    # Defaults for what Hermes' gateway asks of an adapter: a plugin adapter written for it
+    # overrides what its platform does better (native media, edits, drafts); the rest works as text.
+
+    REQUIRES_EDIT_FINALIZE: bool = False
+    splits_long_messages: bool = True
+    supports_async_delivery: bool = False
+    supports_code_blocks: bool = True
+    supports_inchannel_continuable: bool = False
+    supports_status_text: bool = False
+    typed_command_prefix: str = "/"
+    interactive_resume: bool = False
+    gateway_runner: Any = None
+    _fatal_error: tuple[str, str, bool] | None = None
+
+    def _state(self) -> dict[str, Any]:
+        """The per-adapter bookkeeping, made on first use (also for adapters that skip ``__init__``)."""
+        state = self.__dict__.get("_hermes_state")
+        if state is None:
+            state = self.__dict__["_hermes_state"] = {
+                "pending": {},
+                "callbacks": {},
+                "tasks": set(),
+                "paused": set(),
+                "handlers": {},
+            }
+        return state
+
+    @property
+    def _pending_messages(self) -> dict[str, MessageEvent]:
+        return self._state()["pending"]
+
+    @property
+    def authorization_is_upstream(self) -> bool:
+        """Whether the platform itself decides who may talk to the agent (default: no)."""
+        return False
+
+    @property
+    def enforces_own_access_policy(self) -> bool:
+        """Whether the adapter filters senders itself (default: no)."""
+        return False
+
+    @property
+    def message_len_fn(self) -> Callable[[str], int]:
+        """How the platform measures a message's length (default: characters)."""
+        return len
+
+    @property
+    def has_fatal_error(self) -> bool:
+        return self._fatal_error is not None
+
+    @property
+    def fatal_error_code(self) -> str | None:
+        return self._fatal_error[0] if self._fatal_error else None
+
+    @property
+    def fatal_error_message(self) -> str | None:
+        return self._fatal_error[1] if self._fatal_error else None
+
+    @property
+    def fatal_error_retryable(self) -> bool:
+        return bool(self._fatal_error and self._fatal_error[2])
+
+    def _set_fatal_error(self, code: str, message: str, *, retryable: bool) -> None:
+        """Record that the adapter cannot go on (a revoked token, a banned account) and tell the
+        handler :meth:`set_fatal_error_handler` set, if any."""
+        self._fatal_error = (str(code), str(message), bool(retryable))
+        self.last_error = str(message)
+        handler = self._state()["handlers"].get("fatal")
+        if handler is not None:
+            try:
+                result = handler(self)
+                if inspect.isawaitable(result):
+                    self._track(asyncio.ensure_future(result))
+            except Exception:
+                _logger(self).exception("platform %s: the fatal-error handler failed", self.name)
+
+    def _clear_fatal_error(self) -> None:
+        self._fatal_error = None
+
+    def _track(self, task: asyncio.Future[Any]) -> None:
+        tasks: set[asyncio.Future[Any]] = self._state()["tasks"]
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+
+    def set_fatal_error_handler(self, handler: Callable[..., Any] | None) -> None:
+        """Set what is called (with the adapter) when it records a fatal error."""
+        self._state()["handlers"]["fatal"] = handler
+
+    def set_session_store(self, session_store: Any) -> None:
+        """Give the adapter the gateway's session store."""
+        self._state()["handlers"]["session_store"] = session_store
+
+    def set_authorization_check(self, callback: Callable[..., Any] | None) -> None:
+        """Set the check the adapter may ask whether a sender is allowed."""
+        self._state()["handlers"]["authorization"] = callback
+
+    def set_busy_session_handler(self, handler: Callable[..., Any] | None) -> None:
+        """Set what is told of a message that arrives while its session is busy."""
+        self._state()["handlers"]["busy"] = handler
+
+    def set_topic_recovery_fn(self, fn: Callable[..., Any] | None) -> None:
+        """Set how a deleted thread or topic is recovered."""
+        self._state()["handlers"]["topic_recovery"] = fn
+
+    def get_pending_message(self, session_key: str) -> MessageEvent | None:
+        """Take the message queued for ``session_key`` while it was busy (None when there is none)."""
+        return self._pending_messages.pop(session_key, None)
+
+    def has_pending_interrupt(self, session_key: str) -> bool:
+        """Whether a message is queued for ``session_key``."""
+        return session_key in self._pending_messages
+
+    def register_post_delivery_callback(
+        self, session_key: str, callback: Callable[..., Any], *, generation: int | None = None
+    ) -> None:
+        """Keep ``callback`` to run once the session's reply is delivered (one per session)."""
+        self._state()["callbacks"][session_key] = (generation, callback)
+
+    def pop_post_delivery_callback(
+        self, session_key: str, *, generation: int | None = None
+    ) -> Callable[..., Any] | None:
+        """Take the session's callback; with ``generation``, only one registered for it."""
+        callbacks = self._state()["callbacks"]
+        entry = callbacks.get(session_key)
+        if entry is None or (generation is not None and entry[0] not in (None, generation)):
+            return None
+        del callbacks[session_key]
+        return entry[1]
+
+    async def cancel_background_tasks(self) -> None:
+        """Cancel the tasks the adapter started and wait for them to end."""
+        tasks = list(self._state()["tasks"])
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def cancel_session_processing(
+        self, session_key: str, *, release_guard: bool = True, discard_pending: bool = True
+    ) -> None:
+        """Stop handling ``session_key`` (default: drop its queued message when ``discard_pending``)."""
+        if discard_pending:
+            self._pending_messages.pop(session_key, None)
+
+    async def interrupt_session_activity(
+        self, session_key: str, chat_id: str, metadata: dict[str, Any] | None = None
+    ) -> None:
+        """The session was interrupted: stop showing activity in ``chat_id`` (default: typing)."""
+        await self.stop_typing(chat_id)
+
+    async def on_processing_start(self, event: MessageEvent) -> None:
+        """Handling ``event`` begins (default: nothing; adapters may react with an emoji)."""
+        return None
+
+    async def on_processing_complete(self, event: MessageEvent, outcome: Any) -> None:
+        """Handling ``event`` ended with ``outcome`` (a ``ProcessingOutcome``; default: nothing)."""
+        return None
+
+    def pause_typing_for_chat(self, chat_id: str) -> None:
+        """Stop the typing indicator of ``chat_id`` until :meth:`resume_typing_for_chat`."""
+        self._state()["paused"].add(str(chat_id))
+
+    def resume_typing_for_chat(self, chat_id: str) -> None:
+        self._state()["paused"].discard(str(chat_id))
+
+    async def stop_typing(self, chat_id: str) -> None:
+        """Clear the typing indicator of ``chat_id`` (default: nothing to clear)."""
+        return None
+
+    def format_message(self, content: str) -> str:
+        """``content`` in the platform's markup (default: as it is)."""
+        return content
+
+    def format_tool_event(self, event: Any, *, mode: str = "all", preview_max_len: int = 40) -> str | None:
+        """One line showing a tool call (``tool_name`` and ``args`` of ``event``), or None to show
+        nothing; ``verbose`` shows every argument, other modes a preview of ``preview_max_len``."""
+        name = getattr(event, "tool_name", None) or getattr(event, "name", None)
+        if not name:
+            return None
+        args = getattr(event, "args", None) or getattr(event, "arguments", None) or {}
+        if mode == "verbose":
+            preview = repr(args) if args else ""
+        else:
+            first = next(iter(args.values()), "") if isinstance(args, dict) else args
+            preview = str(first or "")
+        if preview_max_len > 0 and len(preview) > preview_max_len:
+            preview = preview[: max(preview_max_len - 3, 0)] + "..."
+        return f"{name}: {preview}" if preview else str(name)
+
+    def render_message_event(self, event: Any, sink: Any) -> None:
+        """Put a stream event on ``sink``: text to ``on_delta``, commentary to ``on_commentary``, a
+        stop that is not final to ``on_segment_break``."""
+        kind = type(event).__name__
+        text = getattr(event, "text", None)
+        if kind == "Commentary" and text:
+            sink.on_commentary(text)
+        elif kind == "MessageStop" and not getattr(event, "final", True):
+            sink.on_segment_break()
+        elif kind != "MessageStop" and text:
+            sink.on_delta(text)
+
+    def prefers_fresh_final_streaming(self, content: str, metadata: dict[str, Any] | None = None) -> bool:
+        """Whether a streamed reply's last version goes out as a new message (default: no, edited)."""
+        return False
+
+    def supports_draft_streaming(
+        self, chat_type: str | None = None, metadata: dict[str, Any] | None = None
+    ) -> bool:
+        """Whether :meth:`send_draft` works in such a chat (default: no)."""
+        return False
+
+    def streaming_overflow_limit(self) -> int | None:
+        """A streamed message's length past which it is split, when above ``max_message_length``
+        (default: None, the usual limit)."""
+        return None
+
+    def prepare_tts_text(self, text: str) -> str:
+        """The text to read aloud: without media directives."""
+        return self.strip_media_directives_for_display(text)
+
+    async def send_draft(
+        self, chat_id: str, draft_id: str, content: str, metadata: dict[str, Any] | None = None
+    ) -> SendResult:
+        """Show a draft of a reply being written (default: not supported)."""
+        return SendResult(success=False, error=f"platform {self.name} has no drafts")
+
+    async def edit_message(
+        self, chat_id: str, message_id: str, content: str, *, finalize: bool = False
+    ) -> SendResult:
+        """Change a message sent before (default: not supported; the caller sends a new one)."""
+        return SendResult(success=False, error=f"platform {self.name} cannot edit messages")
+
+    async def delete_message(self, chat_id: str, message_id: str) -> bool:
+        """Delete a message sent before (default: not supported, ``False``)."""
+        return False
+
+    async def create_handoff_thread(self, parent_chat_id: str, name: str) -> str | None:
+        """Open a thread under ``parent_chat_id``; its chat id (default: None, no threads)."""
+        return None
+
+    def set_status_text(self, chat_id: str, text: str) -> None:
+        """Show a status line in ``chat_id`` (default: nothing)."""
+        return None
+
+    async def send_private_notice(
+        self,
+        chat_id: str,
+        user_id: str,
+        content: str,
+        reply_to: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> SendResult:
+        """Tell ``user_id`` alone (default: in the chat, for all to see)."""
+        return await self.send(chat_id, content, reply_to=reply_to, metadata=metadata)
+
+    async def send_clarify(
+        self,
+        chat_id: str,
+        question: str,
+        choices: list[str] | None,
+        clarify_id: str,
+        session_key: str,
+        metadata: dict[str, Any] | None = None,
+    ) -> SendResult:
+        """Ask the user a question (default: the choices as a numbered list, answered by text)."""
+        lines = [question, *(f"{i}. {choice}" for i, choice in enumerate(choices or [], 1))]
+        return await self.send(chat_id, "\n".join(lines), metadata=metadata)
+
+    async def send_slash_confirm(
+        self,
+        chat_id: str,
+        title: str,
+        message: str,
+        session_key: str,
+        confirm_id: str,
+        metadata: dict[str, Any] | None = None,
+    ) -> SendResult:
+        """Ask the user to confirm a command (default: as text)."""
+        return await self.send(chat_id, f"{title}\n{message}", metadata=metadata)
+
+    async def _send_as_text(
+        self,
+        chat_id: str,
+        ref: str,
+        caption: str | None,
+        reply_to: str | None,
+        metadata: dict[str, Any] | None,
+    ) -> SendResult:
+        text = f"{caption}\n{ref}" if caption else ref
+        return await self.send(chat_id, text, reply_to=reply_to, metadata=metadata)
+
+    async def send_image(
+        self,
+        chat_id: str,
+        image_url: str,
+        caption: str | None = None,
+        reply_to: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> SendResult:
+        """Send an image (default: its URL as text, after the caption)."""
+        return await self._send_as_text(chat_id, image_url, caption, reply_to, metadata)
+
+    async def send_animation(
+        self,
+        chat_id: str,
+        animation_url: str,
+        caption: str | None = None,
+        reply_to: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> SendResult:
+        """Send an animation (default: as :meth:`send_image`)."""
+        return await self.send_image(chat_id, animation_url, caption, reply_to, metadata)
+
+    async def send_multiple_images(
+        self,
+        chat_id: str,
+        images: list[Any],
+        metadata: dict[str, Any] | None = None,
+        human_delay: float = 0.0,
+    ) -> None:
+        """Send several images (URLs, or ``(url, caption)`` pairs), one after another."""
+        for index, image in enumerate(images or []):
+            url, caption = (image[0], image[1]) if isinstance(image, (tuple, list)) else (image, None)
+            if index and human_delay > 0:
+                await asyncio.sleep(human_delay)
+            await self.send_image(chat_id, str(url), caption or None, metadata=metadata)
+
+    async def send_image_file(
+        self,
+        chat_id: str,
+        image_path: str,
+        caption: str | None = None,
+        reply_to: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> SendResult:
+        """Send a local image (default: its path as text, after the caption)."""
+        return await self._send_as_text(chat_id, image_path, caption, reply_to, metadata)
+
+    async def send_video(
+        self,
+        chat_id: str,
+        video_path: str,
+        caption: str | None = None,
+        reply_to: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> SendResult:
+        """Send a local video (default: its path as text, after the caption)."""
+        return await self._send_as_text(chat_id, video_path, caption, reply_to, metadata)
+
+    async def send_voice(
+        self,
+        chat_id: str,
+        audio_path: str,
+        caption: str | None = None,
+        reply_to: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> SendResult:
+        """Send a local audio file (default: its path as text, after the caption)."""
+        return await self._send_as_text(chat_id, audio_path, caption, reply_to, metadata)
+
+    async def send_document(
+        self,
+        chat_id: str,
+        file_path: str,
+        caption: str | None = None,
+        file_name: str | None = None,
+        reply_to: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> SendResult:
+        """Send a local file (default: its path as text, after the caption)."""
+        return await self._send_as_text(chat_id, file_path, caption, reply_to, metadata)
+
+    async def play_tts(self, chat_id: str, audio_path: str, **kwargs: Any) -> SendResult:
+        """Play spoken audio in the chat (default: :meth:`send_voice`)."""
+        return await self.send_voice(chat_id, audio_path, **kwargs)
+
+    def build_source(
+        self,
+        chat_id: str,
+        chat_name: str | None = None,
+        chat_type: str = "dm",
+        user_id: str | None = None,
+        user_name: str | None = None,
+        thread_id: str | None = None,
+        chat_topic: str | None = None,
+        user_id_alt: str | None = None,
+        chat_id_alt: str | None = None,
+        is_bot: bool = False,
+        scope_id: str | None = None,
+        guild_id: str | None = None,
+        parent_chat_id: str | None = None,
+        message_id: str | None = None,
+        role_authorized: bool = False,
+        auto_thread_created: bool = False,
+        auto_thread_initial_name: str | None = None,
+    ) -> SessionSource:
+        """The :class:`SessionSource` of a message on this adapter's platform; the details the
+        kernel's source has no field for are kept as attributes of it."""
+        source = SessionSource(
+            platform=self.platform,
+            chat_id=str(chat_id),
+            chat_type=chat_type,
+            user_id=user_id,
+            user_name=user_name,
+            chat_name=chat_name,
+            thread_id=thread_id,
+        )
+        extras = {
+            "chat_topic": chat_topic,
+            "user_id_alt": user_id_alt,
+            "chat_id_alt": chat_id_alt,
+            "is_bot": is_bot,
+            "scope_id": scope_id,
+            "guild_id": guild_id,
+            "parent_chat_id": parent_chat_id,
+            "message_id": message_id,
+            "role_authorized": role_authorized,
+            "auto_thread_created": auto_thread_created,
+            "auto_thread_initial_name": auto_thread_initial_name,
+        }
+        for key, value in extras.items():
+            setattr(source, key, value)
+        return source
+
+    @staticmethod
+    def truncate_message(
+        content: str, max_length: int = 4096, len_fn: Callable[[str], int] | None = None
+    ) -> list[str]:
+        """``content`` in pieces of at most ``max_length`` (measured by ``len_fn``, else characters),
+        cut at line ends, then spaces; a code block cut in two is closed and reopened."""
+        measure = len_fn or len
+        if measure(content) <= max_length or max_length <= 0:
+            return [content] if content else []
+        pieces: list[str] = []
+        rest, fence = content, ""
+        while rest:
+            head = fence + rest
+            if measure(head) <= max_length:
+                pieces.append(head)
+                break
+            budget = max_length - (4 if fence or "```" in head else 0)
+            cut = _fitting(head, budget, measure)
+            line_end = head.rfind("\n", len(fence) + 1, cut + 1)
+            space = head.rfind(" ", len(fence) + 1, cut + 1)
+            cut = line_end if line_end > len(fence) else space if space > len(fence) else cut
+            piece = head[:cut].rstrip()
+            fences = re.findall(r"^```(\S*)", piece, flags=re.MULTILINE)
+            opened = len(fences) % 2 == 1
+            pieces.append(piece + "\n```" if opened else piece)
+            fence = f"```{fences[-1]}\n" if opened else ""
+            rest = head[cut:].lstrip(" \n") if not fence else head[cut:].lstrip("\n")
+        return [p for p in pieces if p.strip()]
+
+    @staticmethod
+    def extract_images(content: str) -> tuple[list[tuple[str, str]], str]:
+        """The ``(url, alt)`` of each markdown ``![alt](url)`` and HTML ``<img src>`` image of
+        ``content``, and the text without them."""
+        found: list[tuple[str, str]] = []
+
+        def take(url: str, alt: str) -> str:
+            found.append((url, alt))
+            return ""
+
+        text = _MARKDOWN_IMAGE.sub(lambda m: take(m["url"], m["alt"]), content)
+        text = _HTML_IMAGE.sub(lambda m: take(m["url"], m["alt"] or ""), text)
+        return found, re.sub(r"\n{3,}", "\n\n", text).strip()
+
+    @staticmethod
+    def extract_media(content: str) -> tuple[list[tuple[str, bool]], str]:
+        """The ``MEDIA:<path>`` directives of a reply as ``(path, is_voice)`` (voice when the reply
+        says ``[[audio_as_voice]]``), and the text without them or the ``[[...]]`` markers."""
+        voice = "[[audio_as_voice]]" in content
+        text = content.replace("[[audio_as_voice]]", "").replace("[[as_document]]", "")
+        media: list[tuple[str, bool]] = []
+
+        def take(match: re.Match[str]) -> str:
+            media.append((_unquote(match["path"]), voice))
+            return ""
+
+        text = MEDIA_TAG_CLEANUP_RE.sub(take, text)
+        text = MEDIA_EXTENSIONLESS_TAG_RE.sub(take, text)
+        return media, re.sub(r"\n{3,}", "\n\n", text).strip()
+
+    @staticmethod
+    def strip_media_directives_for_display(text: str) -> str:
+        """``text`` without media directives: a known-extension ``MEDIA:`` tag always goes, one
+        without an extension only when its path could be delivered (else it stays, to debug)."""
+        if "MEDIA:" not in text and "[[" not in text:
+            return text
+        cleaned = text.replace("[[audio_as_voice]]", "").replace("[[as_document]]", "")
+        cleaned = MEDIA_TAG_CLEANUP_RE.sub("", cleaned)
+
+        def maybe(match: re.Match[str]) -> str:
+            path = _unquote(match["path"])
+            return "" if BasePlatformAdapter.validate_media_delivery_path(path) else match.group(0)
+
+        cleaned = MEDIA_EXTENSIONLESS_TAG_RE.sub(maybe, cleaned)
+        return re.sub(r"\n{3,}", "\n\n", cleaned).rstrip()
+
+    @staticmethod
+    def extract_local_files(content: str) -> tuple[list[str], str]:
+        """Absolute or ``~/`` paths of existing files with a media or document extension named in
+        ``content`` (outside code), and the text without them."""
+        outside_code = re.sub(r"```.*?```|`[^`\n]*`", lambda m: " " * len(m.group(0)), content, flags=re.S)
+        found: list[str] = []
+        spans: list[tuple[int, int]] = []
+        for match in _LOCAL_FILE.finditer(outside_code):
+            path = match.group(0)
+            if os.path.isfile(os.path.expanduser(path)) and path not in found:
+                found.append(path)
+                spans.append(match.span())
+        text = content
+        for start, end in reversed(spans):
+            text = text[:start] + text[end:]
+        return found, re.sub(r"[ \t]{2,}", " ", text).strip() if found else content
+
+    @staticmethod
+    def validate_media_delivery_path(path: str) -> str | None:
+        """The resolved path when the file may be sent back (see ``gateway.platforms.base``)."""
+        from ..compat.shims.gateway_platforms_base import validate_media_delivery_path
+
+        return validate_media_delivery_path(path)
+
+    @staticmethod
+    def filter_media_delivery_paths(media_files: Any) -> list[tuple[str, bool]]:
+        """The ``(path, is_voice)`` pairs whose path may be sent, paths resolved; others are logged."""
+        kept = []
+        for path, is_voice in media_files or []:
+            safe = BasePlatformAdapter.validate_media_delivery_path(str(path))
+            if safe:
+                kept.append((safe, bool(is_voice)))
+            else:
+                logging.getLogger(__name__).warning("not sending media %s: not a deliverable file", path)
+        return kept
+
+    @staticmethod
+    def filter_local_delivery_paths(file_paths: Any) -> list[str]:
+        """The paths that may be sent, resolved; others are logged and dropped."""
+        pairs = ((path, False) for path in file_paths or [])
+        return [path for path, _ in BasePlatformAdapter.filter_media_delivery_paths(pairs)]
+
 
 def _logger(adapter: BasePlatformAdapter) -> logging.Logger:
     """The logger of the adapter's module: a plugin's adapter logs into its kernel's ``agent.log``."""
     return logging.getLogger(type(adapter).__module__)
+
+
+_MEDIA_EXTS = (
+    "png|jpe?g|gif|webp|bmp|svg|mp4|mov|webm|mkv|avi|ogg|opus|mp3|m4a|wav|flac|aac|"
+    "pdf|md|txt|csv|log|json|xml|ya?ml|html|docx|xlsx|pptx|zip"
+)
+_QUOTED_PATH = r"`[^`\n]+`|\"[^\"\n]+\"|'[^'\n]+'"
+#: A ``MEDIA:<path>`` directive of a reply whose path has a known media or document extension.
+MEDIA_TAG_CLEANUP_RE = re.compile(
+    r"[`\"']?MEDIA:\s*(?P<path>"
+    + _QUOTED_PATH
+    + r"|(?:~/|/|[A-Za-z]:[/\\])[^\n]*?\.(?:"
+    + _MEDIA_EXTS
+    + r"))"
+    r"(?=[\s`\"',;:)\]}]|$)[`\"']?",
+    re.IGNORECASE,
+)
+#: A ``MEDIA:<path>`` directive whose path has no known extension.
+MEDIA_EXTENSIONLESS_TAG_RE = re.compile(
+    r"[`\"']?MEDIA:\s*(?P<path>" + _QUOTED_PATH + r"|(?:~/|/|[A-Za-z]:[/\\])[^\s`\"']+)[`\"']?[^\S\n]*",
+    re.IGNORECASE,
+)
+_MARKDOWN_IMAGE = re.compile(r"!\[(?P<alt>[^\]]*)\]\((?P<url>https?://[^)\s]+)\)")
+_HTML_IMAGE = re.compile(
+    r"<img\b[^>]*?\bsrc=[\"'](?P<url>https?://[^\"']+)[\"'][^>]*?(?:\balt=[\"'](?P<alt>[^\"']*)[\"'][^>]*)?/?>"
+    r"(?:\s*</img>)?",
+    re.IGNORECASE,
+)
+_LOCAL_FILE = re.compile(r"(?<![\w/:])(?:~/|/)[^\s`\"'<>()\[\]]+\.(?:" + _MEDIA_EXTS + r")\b", re.IGNORECASE)
+
+
+def _unquote(path: str) -> str:
+    path = path.strip()
+    return path[1:-1] if len(path) > 1 and path[0] == path[-1] and path[0] in "`\"'" else path
+
+
+def _fitting(text: str, budget: int, measure: Callable[[str], int]) -> int:
+    """The longest prefix length of ``text`` that ``measure`` keeps within ``budget`` (at least 1)."""
+    if measure is len:
+        return max(min(budget, len(text)), 1)
+    low, high = 1, len(text)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if measure(text[:middle]) <= budget:
+            low = middle
+        else:
+            high = middle - 1
+    return low

@@ -6,6 +6,23 @@ import json
 from abc import ABC, abstractmethod
 from typing import Any
 
+from ..core.log import redact_text
+
+#: The most memory-provider text a context engine is given (longer text keeps its head and tail).
+MEMORY_CONTEXT_MAX_CHARS = 6_000
+_MEMORY_HEAD_CHARS = 4_000
+_MEMORY_TAIL_CHARS = 1_500
+_MEMORY_CUT_MARKER = "\n[... memory context shortened ...]\n"
+
+
+def sanitize_memory_context(memory_context: str) -> str:
+    """Memory-provider text made fit to leave for a model: trimmed, secrets and URL credentials
+    hidden, and at most about :data:`MEMORY_CONTEXT_MAX_CHARS` (its head and tail kept)."""
+    text = redact_text(str(memory_context or "").strip())
+    if len(text) <= MEMORY_CONTEXT_MAX_CHARS:
+        return text
+    return text[:_MEMORY_HEAD_CHARS] + _MEMORY_CUT_MARKER + text[-_MEMORY_TAIL_CHARS:]
+
 
 class ContextEngine(ABC):
     """Subclass and implement ``name``, ``should_compress``, ``compress`` and ``update_from_response``.
@@ -53,11 +70,12 @@ class ContextEngine(ABC):
         current_tokens: int | None = None,
         focus_topic: str | None = None,
         force: bool = False,
+        memory_context: str = "",
     ) -> list[dict[str, Any]]:
         """A shorter list of messages standing for ``messages``.
 
-        An engine that also takes ``memory_context: str = ""`` (or ``**kwargs``)
-        receives what the memory provider's ``on_pre_compress`` returned.
+        ``memory_context`` is what the memory provider's ``on_pre_compress``
+        returned (an engine written without that parameter is called without it).
         """
 
     @abstractmethod
@@ -80,11 +98,28 @@ class ContextEngine(ABC):
         """
         return False
 
-    def update_model(self, model: str, context_length: int, **kwargs: Any) -> None:
-        """The active model changed: adopt its context length.
+    def should_defer_preflight_to_real_usage(self, rough_tokens: int) -> bool:
+        """Whether a rough pre-call estimate of ``rough_tokens`` should wait for the real usage of
+        the next response instead of compressing now (default: no)."""
+        return False
 
-        Keywords the host may add: ``base_url``, ``provider``, ``api_mode``.
-        """
+    def has_content_to_compress(self, messages: list[dict[str, Any]]) -> bool:
+        """Whether ``messages`` hold anything this engine could shrink; ``/compress`` reports
+        "nothing to compress" on ``False`` (default: yes)."""
+        return True
+
+    def update_model(
+        self,
+        model: str,
+        context_length: int,
+        base_url: str = "",
+        api_key: str = "",
+        provider: str = "",
+        api_mode: str = "",
+        **kwargs: Any,
+    ) -> None:
+        """The active model changed: adopt its context length (the endpoint details are for
+        engines that call a model of their own)."""
         self.context_length = context_length
         self.threshold_tokens = int(context_length * self.threshold_percent)
 
@@ -108,9 +143,9 @@ class ContextEngine(ABC):
         """Tools the active engine offers the model (default: none); calls reach :meth:`handle_tool_call`."""
         return []
 
-    def handle_tool_call(self, tool_name: str, args: dict[str, Any], **kwargs: Any) -> str:
-        """Run one of the engine's tools; return a JSON string."""
-        return json.dumps({"error": f"context engine '{self.name}' has no tool '{tool_name}'"})
+    def handle_tool_call(self, name: str, args: dict[str, Any], **kwargs: Any) -> str:
+        """Run the engine's tool ``name``; return a JSON string."""
+        return json.dumps({"error": f"context engine '{self.name}' has no tool '{name}'"})
 
     def get_status(self) -> dict[str, Any]:
         """For status displays; ``usage_percent`` is the last prompt's share of the context (0-100)."""

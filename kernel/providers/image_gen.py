@@ -97,24 +97,26 @@ def image_cache_dir(home: Path) -> Path:
     return home / "cache" / "images"
 
 
-def save_image_bytes(data: bytes, home: Path, prefix: str = "image") -> Path:
-    """Write image bytes under ``<home>/cache/images/`` with the right extension; return the path."""
-    return save_media(
-        data, image_cache_dir(home), prefix, _extension(data), limit=MAX_IMAGE_BYTES, what="image"
-    )
+def save_image_bytes(data: bytes, home: Path, prefix: str = "image", *, ext: str | None = None) -> Path:
+    """Write image bytes under ``<home>/cache/images/``; return the path.  The extension is ``ext``
+    when given (letters and digits, a leading dot ignored), else the one the content shows."""
+    suffix = _extension(data) if ext is None else str(ext).strip().lstrip(".")
+    if not suffix.isalnum():
+        raise ValueError(f"invalid image file extension {ext!r}: use letters and digits, like 'png'")
+    return save_media(data, image_cache_dir(home), prefix, suffix, limit=MAX_IMAGE_BYTES, what="image")
 
 
 def _extension(data: bytes) -> str:
     return next((e for sig, e in _SIGNATURES.items() if data.startswith(sig)), "bin")
 
 
-def save_b64_image(b64: str, home: Path, prefix: str = "image") -> Path:
+def save_b64_image(b64: str, home: Path, prefix: str = "image", *, ext: str | None = None) -> Path:
     """Decode base64 image data and save it (see :func:`save_image_bytes`)."""
     try:
         data = base64.b64decode(b64, validate=True)
     except (binascii.Error, ValueError) as exc:
         raise ValueError(f"image data is not valid base64: {exc}") from None
-    return save_image_bytes(data, home, prefix)
+    return save_image_bytes(data, home, prefix, ext=ext)
 
 
 def save_url_image(

@@ -60,9 +60,19 @@ class MemoryProvider(ABC):
         return None
 
     def sync_turn(
-        self, user_content: str, assistant_content: str, *, session_id: str = "", **kwargs: Any
+        self,
+        user_content: str,
+        assistant_content: str,
+        *,
+        session_id: str = "",
+        messages: list[dict[str, Any]] | None = None,
+        **kwargs: Any,
     ) -> None:
-        """Store one finished turn (default: nothing)."""
+        """Store one finished turn (default: nothing).
+
+        ``messages`` is the conversation as of the finished turn (tool calls and results included),
+        a copy of its own; a provider whose ``sync_turn`` lacks the parameter is called without it.
+        """
         return None
 
     def handle_tool_call(self, tool_name: str, args: dict[str, Any], **kwargs: Any) -> str:

@@ -367,9 +367,7 @@ class ToolRegistry:
     def schemas(self) -> list[dict[str, Any]]:
         """OpenAI function schemas of the tools available now, in plugin order."""
         return [
-            {"type": "function", "function": copy_data(t.schema)}
-            for t in self.all()
-            if self.available(t)[0]
+            {"type": "function", "function": copy_data(t.schema)} for t in self.all() if self.available(t)[0]
         ]
 
     # -- dispatch ----------------------------------------------------------

@@ -26,6 +26,7 @@ from . import hermes_home, safe_prefix
 __all__ = [
     "ASPECT_RATIOS",
     "DEFAULT_ASPECT_RATIO",
+    "VALID_ASPECT_RATIOS",
     "ImageGenProvider",
     "error_response",
     "normalize_reference_images",
@@ -35,17 +36,20 @@ __all__ = [
     "success_response",
 ]
 
+#: The aspect ratios the ``generate_image`` tool takes (Hermes' name for :data:`ASPECT_RATIOS`).
+VALID_ASPECT_RATIOS = ASPECT_RATIOS
 
-def normalize_reference_images(images: Any) -> list[str] | None:
+
+def normalize_reference_images(value: Any) -> list[str] | None:
     """Reference images as a clean list of URLs or paths, or ``None`` when there are none.
 
     Accepts ``None``, one string, or a list/tuple of strings (or of mappings
     with a ``url``); blanks and anything else are dropped, whitespace is
     trimmed, repeats are removed (first one kept).
     """
-    if images is None:
+    if value is None:
         return None
-    items: Iterable[Any] = [images] if isinstance(images, str | Mapping) else images
+    items: Iterable[Any] = [value] if isinstance(value, str | Mapping) else value
     if not isinstance(items, list | tuple):
         return None
     cleaned: list[str] = []
@@ -57,9 +61,12 @@ def normalize_reference_images(images: Any) -> list[str] | None:
     return cleaned or None
 
 
-def save_b64_image(b64: str, *, prefix: str = "image") -> Path:
-    """Decode base64 image data and save it under ``<home>/cache/images/``; return the path."""
-    return _image_gen.save_b64_image(b64, hermes_home(), safe_prefix(prefix, "image"))
+def save_b64_image(b64_data: str, *, prefix: str = "image", extension: str | None = None) -> Path:
+    """Decode base64 image data and save it under ``<home>/cache/images/``; return the path.
+
+    The file's extension is ``extension`` when given (``png``, ``.jpg``), else the one the image's
+    content shows."""
+    return _image_gen.save_b64_image(b64_data, hermes_home(), safe_prefix(prefix, "image"), ext=extension)
 
 
 def save_url_image(

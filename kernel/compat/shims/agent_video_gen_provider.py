@@ -8,9 +8,13 @@ go under the current kernel's home (else ``$HERMES_HOME``, else
 
 from __future__ import annotations
 
+import base64
+import binascii
 from pathlib import Path
 
+from ...core.log import mask_url
 from ...providers import video_gen as _video_gen
+from ...providers.backend import download
 from ...providers.video_gen import (
     COMMON_ASPECT_RATIOS,
     COMMON_RESOLUTIONS,
@@ -31,17 +35,42 @@ __all__ = [
     "DEFAULT_RESOLUTION",
     "VideoGenProvider",
     "error_response",
+    "save_b64_video",
     "save_bytes_video",
     "save_url_video",
     "success_response",
 ]
 
 
-def save_bytes_video(data: bytes, *, prefix: str = "video", ext: str | None = None) -> Path:
-    """Save video bytes under ``<home>/cache/videos/``; return the path."""
-    return _video_gen.save_video_bytes(data, hermes_home(), safe_prefix(prefix, "video"), ext=ext)
+#: What :func:`save_url_video` downloads at most unless told otherwise (200 MiB, as in Hermes).
+DEFAULT_URL_VIDEO_MAX_BYTES = 200 * 1024 * 1024
 
 
-def save_url_video(url: str, *, prefix: str = "video", timeout: float = 120.0) -> Path:
-    """Download a video and save it under ``<home>/cache/videos/``; return the path."""
-    return _video_gen.save_url_video(url, hermes_home(), safe_prefix(prefix, "video"), timeout=timeout)
+def save_bytes_video(raw: bytes, *, prefix: str = "video", extension: str | None = None) -> Path:
+    """Save video bytes under ``<home>/cache/videos/``; return the path.  The extension is
+    ``extension`` when given (``mp4``, ``.webm``), else the one the content shows."""
+    return _video_gen.save_video_bytes(raw, hermes_home(), safe_prefix(prefix, "video"), ext=extension)
+
+
+def save_b64_video(b64_data: str, *, prefix: str = "video", extension: str | None = None) -> Path:
+    """Decode base64 video data and save it as :func:`save_bytes_video` does; invalid base64 is a
+    ``ValueError`` and leaves no file."""
+    try:
+        raw = base64.b64decode(b64_data, validate=True)
+    except (binascii.Error, ValueError, TypeError) as exc:
+        raise ValueError(f"video data is not valid base64: {exc}") from None
+    return save_bytes_video(raw, prefix=prefix, extension=extension)
+
+
+def save_url_video(
+    url: str, *, prefix: str = "video", timeout: float = 180.0, max_bytes: int = DEFAULT_URL_VIDEO_MAX_BYTES
+) -> Path:
+    """Download a video (at most ``max_bytes``; not empty) and save it under
+    ``<home>/cache/videos/``; return the path.  A body too big or empty is a ``ValueError`` and
+    leaves no file."""
+    if type(max_bytes) is not int or max_bytes < 1:
+        raise ValueError(f"max_bytes must be a positive number of bytes, not {max_bytes!r}")
+    raw = download(url, limit=max_bytes, timeout=timeout, what="video")
+    if not raw:
+        raise ValueError(f"video at {mask_url(url)} is empty (0 bytes); nothing was saved")
+    return save_bytes_video(raw, prefix=prefix)

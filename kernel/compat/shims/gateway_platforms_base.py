@@ -21,7 +21,15 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from ...gateway.base import BasePlatformAdapter, MessageEvent, MessageType, SendResult, SessionSource
+from ...gateway.base import (
+    MEDIA_EXTENSIONLESS_TAG_RE,
+    MEDIA_TAG_CLEANUP_RE,
+    BasePlatformAdapter,
+    MessageEvent,
+    MessageType,
+    SendResult,
+    SessionSource,
+)
 from . import current_kernel, hermes_home
 
 __all__ = [
@@ -36,6 +44,8 @@ __all__ = [
     "MEDIA_DELIVERY_STRICT_ENV",
     "MEDIA_DELIVERY_TRUST_RECENT_ENV",
     "MEDIA_DELIVERY_TRUST_RECENT_SECONDS_ENV",
+    "MEDIA_EXTENSIONLESS_TAG_RE",
+    "MEDIA_TAG_CLEANUP_RE",
     "SCREENSHOT_CACHE_DIR",  # noqa: F822 - computed by __getattr__
     "SEND_ERROR_KINDS",
     "SUPPORTED_DOCUMENT_TYPES",

@@ -14,6 +14,7 @@ writes are refused: never another kernel's home or ``.env``.
 from __future__ import annotations
 
 import copy
+import io
 import os
 import re
 from collections.abc import Mapping
@@ -30,12 +31,21 @@ from . import current_kernel, hermes_home, home_to_write
 
 __all__ = [
     "cfg_get",
+    "get_config_path",
+    "get_env_path",
     "get_env_value",
+    "get_env_value_prefer_dotenv",
     "get_hermes_home",
+    "invalidate_env_cache",
+    "is_provider_enabled",
     "load_config",
     "load_config_readonly",
+    "load_env",
+    "read_raw_config",
+    "remove_env_value",
     "save_config",
     "save_env_value",
+    "save_env_value_secure",
 ]
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -74,16 +84,25 @@ def cfg_get(cfg: Mapping[str, Any] | None, *keys: str, default: Any = None) -> A
     return node
 
 
-def save_config(cfg: Mapping[str, Any]) -> None:
-    """Replace ``<home>/config.yaml`` with ``cfg`` (atomically, under the config lock).
+def save_config(
+    config: Mapping[str, Any],
+    *,
+    strip_defaults: bool = True,
+    preserve_keys: Any = None,
+    merge_existing: bool = False,
+) -> None:
+    """Replace ``<home>/config.yaml`` with ``config`` (atomically, under the config lock).
 
-    ``cfg`` must be a mapping that YAML can store (``ValueError`` otherwise);
-    a malformed existing file is left untouched (``ValueError``).  The
-    current kernel's configuration follows the new file.
+    ``config`` must be a mapping that YAML can store (``ValueError`` otherwise);
+    a malformed existing file is left untouched (``ValueError``).  With
+    ``merge_existing``, what the file has and ``config`` leaves out is kept.
+    ``strip_defaults`` and ``preserve_keys`` concern Hermes' own defaults,
+    which the kernel never writes: they change nothing.  The current
+    kernel's configuration follows the new file.
     """
-    if not isinstance(cfg, Mapping):
-        raise ValueError(f"save_config: the configuration must be a mapping, not {type(cfg).__name__}")
-    data = copy.deepcopy(dict(cfg))
+    if not isinstance(config, Mapping):
+        raise ValueError(f"save_config: the configuration must be a mapping, not {type(config).__name__}")
+    data = copy.deepcopy(dict(config))
     try:
         yaml.safe_dump(data)
     except yaml.YAMLError as exc:
@@ -91,8 +110,9 @@ def save_config(cfg: Mapping[str, Any]) -> None:
     from ...core.settings import update_config
 
     def replace(current: dict[str, Any]) -> None:
+        new = _deep_merge(current, data) if merge_existing else data
         current.clear()
-        current.update(data)
+        current.update(new)
 
     home, kernel = home_to_write("hermes_cli.config.save_config")
     update_config(home, replace, what="the configuration", always_write=True)
@@ -102,8 +122,8 @@ def save_config(cfg: Mapping[str, Any]) -> None:
         kernel.config.update(merged)
 
 
-def get_env_value(name: str) -> str | None:
-    """The environment variable ``name``, else its value in ``<home>/.env``, else ``None``.
+def get_env_value(key: str) -> str | None:
+    """The environment variable ``key``, else its value in ``<home>/.env``, else ``None``.
 
     Answers from the calling plugin's kernel's view (:class:`~kernel.environ.KernelEnviron`), so a
     value another kernel in the process exported is not seen.  When several kernels run and the
@@ -111,22 +131,112 @@ def get_env_value(name: str) -> str | None:
     """
     kernel = current_kernel()
     if kernel is not None:
-        return kernel.environ.get(name) or read_dotenv(kernel.home).get(name)
+        return kernel.environ.get(key) or read_dotenv(kernel.home).get(key)
     if host.attached():
-        return process_value(name)
-    value = os.environ.get(name)
+        return process_value(key)
+    value = os.environ.get(key)
     if value is not None:
         return value
-    return read_dotenv(hermes_home()).get(name)
+    return read_dotenv(hermes_home()).get(key)
 
 
-def save_env_value(name: str, value: str) -> None:
-    """Set ``name`` in ``<home>/.env`` (other lines kept, mode 0600) and in this process's environment."""
-    if not isinstance(name, str) or not _ENV_NAME.match(name):
-        raise ValueError(f"save_env_value: {name!r} is not a valid environment variable name")
+def save_env_value(key: str, value: str) -> None:
+    """Set ``key`` in ``<home>/.env`` (other lines kept, mode 0600) and in this process's environment."""
+    if not isinstance(key, str) or not _ENV_NAME.match(key):
+        raise ValueError(f"save_env_value: {key!r} is not a valid environment variable name")
     from ...core.settings import write_env
 
     home, _kernel = home_to_write("hermes_cli.config.save_env_value")
     text = str(value)
-    write_env(home, {name: text})
-    os.environ[name] = text
+    write_env(home, {key: text})
+    os.environ[key] = text
+
+
+def save_env_value_secure(key: str, value: str) -> dict[str, Any]:
+    """:func:`save_env_value`, answering as Hermes' secret capture does (``success``, ``stored_as``,
+    ``validated``)."""
+    save_env_value(key, value)
+    return {"success": True, "stored_as": key, "validated": False}
+
+
+def remove_env_value(key: str) -> bool:
+    """Delete ``key`` from ``<home>/.env`` (other lines kept) and from this process's environment;
+    whether ``.env`` had it."""
+    if not isinstance(key, str) or not _ENV_NAME.match(key):
+        raise ValueError(f"remove_env_value: {key!r} is not a valid environment variable name")
+    from dotenv.parser import parse_stream
+
+    from ...core.settings import atomic_write, file_lock
+
+    home, _kernel = home_to_write("hermes_cli.config.remove_env_value")
+    path = home / ".env"
+    found = False
+    with file_lock(path):
+        if path.is_file():
+            kept: list[str] = []
+            for binding in parse_stream(io.StringIO(path.read_text(encoding="utf-8"))):
+                if binding.key == key:
+                    found = True
+                    continue
+                kept.append(binding.original.string)
+            if found:
+                atomic_write(path, "".join(kept), mode=0o600)
+    os.environ.pop(key, None)
+    return found
+
+
+def get_config_path() -> Path:
+    """``<home>/config.yaml``."""
+    return hermes_home() / "config.yaml"
+
+
+def get_env_path() -> Path:
+    """``<home>/.env``."""
+    return hermes_home() / ".env"
+
+
+def read_raw_config() -> dict[str, Any]:
+    """``<home>/config.yaml`` as the file has it (no host settings merged); ``{}`` when missing or
+    unreadable."""
+    try:
+        data = yaml.safe_load(get_config_path().read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def load_env() -> dict[str, str]:
+    """The variables ``<home>/.env`` sets (the file only, read afresh each call)."""
+    return dict(read_dotenv(hermes_home()))
+
+
+def invalidate_env_cache() -> None:
+    """Nothing to do: the kernel keeps no copy of ``.env`` to forget (each read is fresh)."""
+
+
+def get_env_value_prefer_dotenv(key: str) -> str | None:
+    """``key`` from ``<home>/.env`` first (a value rotated there beats an older one inherited from the
+    shell), else as :func:`get_env_value` finds it."""
+    value = load_env().get(key)
+    return value if value else get_env_value(key)
+
+
+def is_provider_enabled(provider_cfg: Mapping[str, Any] | None) -> bool:
+    """Whether a ``providers.<name>`` block is on: yes unless it says ``enabled: false`` (or ``"no"``,
+    ``"off"``, ``"0"``); anything that is not a mapping counts as on."""
+    if not isinstance(provider_cfg, Mapping):
+        return True
+    flag = provider_cfg.get("enabled", True)
+    if isinstance(flag, str):
+        return flag.strip().lower() not in ("false", "0", "no", "off")
+    return bool(flag)
+
+
+def _deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in over.items():
+        old = merged.get(key)
+        merged[key] = (
+            _deep_merge(old, value) if isinstance(old, Mapping) and isinstance(value, Mapping) else value
+        )
+    return merged

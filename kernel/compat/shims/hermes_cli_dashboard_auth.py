@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ...registrations import DashboardAuthProvider
+from . import current_kernel, registering_context
 
 __all__ = [
     "DashboardAuthProvider",
@@ -21,6 +22,11 @@ __all__ = [
     "Session",
     "TokenPrincipal",
     "assert_protocol_compliance",
+    "get_provider",
+    "list_providers",
+    "list_session_providers",
+    "list_token_providers",
+    "register_provider",
 ]
 
 
@@ -85,3 +91,38 @@ def assert_protocol_compliance(cls: type) -> None:
     missing = sorted(getattr(cls, "__abstractmethods__", ()) or ())
     if missing:
         raise TypeError(f"{cls.__name__} leaves abstract: {', '.join(missing)}")
+
+
+def register_provider(provider: DashboardAuthProvider) -> None:
+    """Register ``provider`` as ``ctx.register_dashboard_auth_provider`` does (to the plugin being
+    loaded, else the kernel's ``compat:hermes`` record), but raising as Hermes' registry does:
+    ``TypeError`` when it lacks a name, a display name or a method, ``ValueError`` when its name is taken."""
+    assert_protocol_compliance(type(provider))
+    ctx = registering_context("hermes_cli.dashboard_auth.register_provider")
+    if get_provider(provider.name) is not None:
+        raise ValueError(f"dashboard-auth provider {provider.name!r} is already registered")
+    ctx.register_dashboard_auth_provider(provider)
+
+
+def get_provider(name: str) -> DashboardAuthProvider | None:
+    """The current kernel's provider named ``name``, or ``None``."""
+    kernel = current_kernel()
+    return kernel.registrations.dashboard_auth_provider(name) if kernel is not None else None
+
+
+def list_providers() -> list[DashboardAuthProvider]:
+    """The current kernel's providers, in registration order."""
+    kernel = current_kernel()
+    return kernel.registrations.dashboard_auth_providers() if kernel is not None else []
+
+
+def list_token_providers() -> list[DashboardAuthProvider]:
+    """The providers that verify API tokens (``supports_token``)."""
+    kernel = current_kernel()
+    return kernel.registrations.dashboard_auth_providers(token=True) if kernel is not None else []
+
+
+def list_session_providers() -> list[DashboardAuthProvider]:
+    """The providers with interactive sessions (``supports_session``, on unless a provider says not)."""
+    kernel = current_kernel()
+    return kernel.registrations.dashboard_auth_providers(session=True) if kernel is not None else []

@@ -15,7 +15,14 @@ from typing import Any
 
 from . import current_kernel, registering_context, require_kernel
 
-__all__ = ["HermesToolRegistry", "ToolEntry", "registry", "tool_error", "tool_result"]
+__all__ = [
+    "HermesToolRegistry",
+    "ToolEntry",
+    "invalidate_check_fn_cache",
+    "registry",
+    "tool_error",
+    "tool_result",
+]
 
 
 class ToolEntry:
@@ -35,14 +42,40 @@ class ToolEntry:
         "toolset",
     )
 
-    def __init__(self, tool: Any) -> None:
-        self.name, self.toolset, self.handler = tool.name, tool.toolset, tool.handler
-        self.schema = copy.deepcopy(tool.schema)
-        self.check_fn, self.is_async = tool.check_fn, tool.is_async
-        self.description, self.emoji = tool.description, tool.emoji
-        self.requires_env = list(tool.requires_env)
-        self.max_result_size_chars = None
-        self.dynamic_schema_overrides = None
+    def __init__(
+        self,
+        name: str,
+        toolset: str,
+        schema: dict[str, Any],
+        handler: Callable[..., Any],
+        check_fn: Callable[[], Any] | None,
+        requires_env: Iterable[str] | None,
+        is_async: bool,
+        description: str,
+        emoji: str,
+        max_result_size_chars: int | None = None,
+        dynamic_schema_overrides: Any = None,
+    ) -> None:
+        self.name, self.toolset, self.schema, self.handler = name, toolset, schema, handler
+        self.check_fn, self.requires_env, self.is_async = check_fn, list(requires_env or ()), is_async
+        self.description, self.emoji = description, emoji
+        self.max_result_size_chars = max_result_size_chars
+        self.dynamic_schema_overrides = dynamic_schema_overrides
+
+    @classmethod
+    def of(cls, tool: Any) -> ToolEntry:
+        """A snapshot of one of the kernel's tools."""
+        return cls(
+            tool.name,
+            tool.toolset,
+            copy.deepcopy(tool.schema),
+            tool.handler,
+            tool.check_fn,
+            tool.requires_env,
+            tool.is_async,
+            tool.description,
+            tool.emoji,
+        )
 
     def __repr__(self) -> str:
         return f"ToolEntry(name={self.name!r}, toolset={self.toolset!r})"
@@ -118,7 +151,7 @@ class HermesToolRegistry:
         """A snapshot of tool ``name``'s registration, or ``None``."""
         kernel = current_kernel()
         tool = kernel.tools.get(name) if kernel is not None else None
-        return ToolEntry(tool) if tool is not None else None
+        return ToolEntry.of(tool) if tool is not None else None
 
     def get_registered_toolset_names(self) -> list[str]:
         """The toolsets of the current kernel's tools, sorted, each once."""
@@ -160,3 +193,7 @@ def tool_result(data: Any = None, **kwargs: Any) -> str:
     else:
         payload = data
     return json.dumps(payload, ensure_ascii=False, default=str)
+
+
+def invalidate_check_fn_cache() -> None:
+    """Nothing to do: the kernel asks each tool's ``check_fn`` afresh, it keeps no answer to forget."""
