@@ -284,13 +284,23 @@ class Connection:
 
 
 @contextlib.asynccontextmanager
-async def connect(home: Path, record: Path, *args: str, **env: str) -> AsyncIterator[Connection]:
+async def connect(
+    home: Path, record: Path, *args: str, sigint_ignored: bool = False, **env: str
+) -> AsyncIterator[Connection]:
     """Start ``hermes-kernel mcp serve ARGS`` on ``home``, initialize an SDK client session with it; on
-    leaving, close the session (the server's stdin ends) and wait for the process to exit."""
+    leaving, close the session (the server's stdin ends) and wait for the process to exit.
+    ``sigint_ignored``: the server starts with SIGINT ignored (``nohup``, some CI runners, editors)."""
     environ = cli_env(
         home, HERMES_BUNDLED_PLUGINS=str(REPO / "extensions"), MCP_TEST_RECORD=str(record), **env
     )
-    process = await anyio.open_process([str(SCRIPT), "mcp", "serve", *args], env=environ)
+    command = [str(SCRIPT), "mcp", "serve", *args]
+    if sigint_ignored:  # exec keeps an ignored disposition
+        ignore = (
+            "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+            "os.execv(sys.argv[1], sys.argv[1:])"
+        )
+        command = [sys.executable, "-c", ignore, *command]
+    process = await anyio.open_process(command, env=environ)
     conn = Connection(process)
     to_client_send, to_client = anyio.create_memory_object_stream[Any](16)
     from_client, from_client_receive = anyio.create_memory_object_stream[Any](16)
@@ -497,12 +507,16 @@ def test_the_session_starts_at_connect_and_ends_when_the_client_closes_the_strea
     run(test)
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize(
+    ("signum", "sigint_ignored"),
+    [(signal.SIGINT, False), (signal.SIGTERM, False), (signal.SIGTERM, True)],
+    ids=["SIGINT", "SIGTERM", "SIGTERM-with-SIGINT-ignored"],
+)
 def test_a_signal_ends_the_session_interrupted_and_the_process_exits(
-    served_home: Path, record: Path, signum: int
+    served_home: Path, record: Path, signum: int, sigint_ignored: bool
 ) -> None:
     async def test() -> None:
-        async with connect(served_home, record) as conn:
+        async with connect(served_home, record, sigint_ignored=sigint_ignored) as conn:
             await conn.client.call_tool("add", {"a": 1, "b": 2})
             # The client still holds stdin open: only the signal ends the server.
             conn.process.send_signal(signum)

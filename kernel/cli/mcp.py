@@ -37,8 +37,10 @@ def mcp_serve(args: argparse.Namespace) -> int:
         from ..integrations.mcp_server import reserved_stdio, serve_stdio
     except ImportError as exc:
         return fail(str(exc), 2)
-    # SIGTERM (a client that gave up waiting) ends the session as Ctrl-C does, its hooks fired.
-    previous = signal.signal(signal.SIGTERM, lambda *_: signal.raise_signal(signal.SIGINT))
+    # SIGTERM (a client that gave up waiting) ends the session as Ctrl-C does, its hooks fired; by
+    # raising KeyboardInterrupt itself, not through SIGINT, which the server may have been started
+    # ignoring (nohup, some CI runners and editors).
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         # Before the plugins load: what they print at import and in register must not reach stdout.
         with reserved_stdio():
