@@ -160,7 +160,10 @@ def mask_urls(text: str) -> str:
 
 # ``name=value``, ``name: 'value'``, ``"name": "value"`` in free text.  Only the name and its sign are
 # matched, so that the value of a name that is not secret is searched too ("Error: token=abc").
-_NAME_SIGN = re.compile(r"""(?P<q>["']?)(?P<name>[A-Za-z_][\w.-]*)(?P=q)(?P<sep>[ \t]*[=:][ \t]*)""")
+# A name starts where a word does: tried inside a long word too, the search would be quadratic.
+_NAME_SIGN = re.compile(
+    r"""(?P<q>["']?)(?<![\w.-])(?P<name>[A-Za-z_][\w.-]*)(?P=q)(?P<sep>[ \t]*[=:][ \t]*)"""
+)
 # A value: quoted, or running to a space or punctuation (``Bearer``/``Basic`` and what follows together).
 _VALUE = re.compile(
     r""""[^"\n]*"|'[^'\n]*'|(?:(?:bearer|basic|token)[ \t]+)?[^\s,;&'"()\[\]{}<>]+""", re.IGNORECASE

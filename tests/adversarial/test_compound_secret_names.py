@@ -173,3 +173,22 @@ def test_secret_names_in_free_text_are_redacted(text: str) -> None:
 def test_prose_about_a_secret_is_kept() -> None:
     text = "model.api_key: expected a string, got int; max_tokens=100"
     assert redact_text(text) == text
+
+
+def test_a_long_word_after_a_secret_is_redacted_in_linear_time() -> None:
+    """Free text with a long unbroken word (a log line quoting a blob, a memory provider's flood):
+    the name search used to be tried at every character of the word, each try running to its end —
+    quadratic, 8 minutes for 200,000 characters.  2,000,000 characters must be done well within the
+    deadline (a hang guard, not a speed measure: the quadratic search takes hours here)."""
+    import subprocess
+    import sys
+
+    code = (
+        "from kernel.log import redact_text\n"
+        "text = 'api_key=sk-live-0123456789abcdef seen ' + 'x' * 2_000_000 + ' token=abcdef123456'\n"
+        "out = redact_text(text)\n"
+        "assert 'sk-live' not in out and 'abcdef123456' not in out, out[:80]\n"
+        "print('ok')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
