@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from .core.callbacks import describe, propagates
 from .core.config import section
+from .core.data import sanitize_memory_context
 from .host import HostSession, accepted, call_accepting, call_quietly
 
 if TYPE_CHECKING:
@@ -46,8 +47,6 @@ DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant. Use the tools you are give
 #: The context length given to an engine that has none when ``model.context_length`` is not set
 #: (Hermes' fallback when it cannot find the model's).
 DEFAULT_CONTEXT_LENGTH = 256_000
-#: At most this much of the memory's ``on_pre_compress`` text reaches the engine.
-_MEMORY_CONTEXT_CHARS = 6000
 
 
 class AgentError(RuntimeError):
@@ -350,7 +349,7 @@ class AgentSession:
                 copy.deepcopy(self.messages),
             )
             if isinstance(text, str) and text.strip():
-                options["memory_context"] = _clip(text.strip(), _MEMORY_CONTEXT_CHARS)
+                options["memory_context"] = sanitize_memory_context(text)
         options = accepted(engine.compress, options)
         self.messages = list(engine.compress(copy.deepcopy(self.messages), **options))
 
@@ -529,10 +528,6 @@ def _api_mode(kernel: Kernel, provider: str) -> str:
         return str(kernel.providers.get_provider_profile(provider).api_mode or "")
     except Exception:  # an unknown or broken profile: the engine is told nothing about it
         return ""
-
-
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
 # pre_verify: how many times a turn may be kept going (agent.max_verify_nudges), and a message's size.

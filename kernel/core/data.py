@@ -5,6 +5,8 @@ from __future__ import annotations
 import copy
 from typing import Any, TypeVar
 
+from .log import redact_text
+
 T = TypeVar("T")
 
 _ATOMIC = frozenset({str, int, float, bool, type(None), bytes})
@@ -30,3 +32,19 @@ def _copy(value: Any) -> Any:
     if kind in _ATOMIC:
         return value
     return copy.deepcopy(value)
+
+
+#: The most memory-provider text a context engine is given (longer text keeps its head and tail).
+MEMORY_CONTEXT_MAX_CHARS = 6_000
+_MEMORY_HEAD_CHARS = 4_000
+_MEMORY_TAIL_CHARS = 1_500
+_MEMORY_CUT_MARKER = "\n[... memory context shortened ...]\n"
+
+
+def sanitize_memory_context(memory_context: str) -> str:
+    """Memory-provider text made fit to leave for a model: trimmed, secrets and URL credentials
+    hidden, and at most about :data:`MEMORY_CONTEXT_MAX_CHARS` (its head and tail kept)."""
+    text = redact_text(str(memory_context or "").strip())
+    if len(text) <= MEMORY_CONTEXT_MAX_CHARS:
+        return text
+    return text[:_MEMORY_HEAD_CHARS] + _MEMORY_CUT_MARKER + text[-_MEMORY_TAIL_CHARS:]

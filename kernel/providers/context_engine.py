@@ -6,22 +6,9 @@ import json
 from abc import ABC, abstractmethod
 from typing import Any
 
-from ..core.log import redact_text
-
-#: The most memory-provider text a context engine is given (longer text keeps its head and tail).
-MEMORY_CONTEXT_MAX_CHARS = 6_000
-_MEMORY_HEAD_CHARS = 4_000
-_MEMORY_TAIL_CHARS = 1_500
-_MEMORY_CUT_MARKER = "\n[... memory context shortened ...]\n"
-
-
-def sanitize_memory_context(memory_context: str) -> str:
-    """Memory-provider text made fit to leave for a model: trimmed, secrets and URL credentials
-    hidden, and at most about :data:`MEMORY_CONTEXT_MAX_CHARS` (its head and tail kept)."""
-    text = redact_text(str(memory_context or "").strip())
-    if len(text) <= MEMORY_CONTEXT_MAX_CHARS:
-        return text
-    return text[:_MEMORY_HEAD_CHARS] + _MEMORY_CUT_MARKER + text[-_MEMORY_TAIL_CHARS:]
+# Served to context engines under Hermes' module (agent.context_engine).
+from ..core.data import MEMORY_CONTEXT_MAX_CHARS as MEMORY_CONTEXT_MAX_CHARS
+from ..core.data import sanitize_memory_context as sanitize_memory_context
 
 
 class ContextEngine(ABC):
