@@ -126,6 +126,11 @@ class SendResult:
     error_kind: str | None = None
 
 
+#: The check a media path passes before an adapter sends the file (``validate_media_delivery_path`` of
+#: the Hermes module ``gateway.platforms.base``, installed when that module is served).
+MEDIA_PATH_CHECK: list[Callable[[str], str | None] | None] = [None]
+
+
 class BasePlatformAdapter(ABC):
     """The base of every platform adapter.
 
@@ -742,10 +747,10 @@ class BasePlatformAdapter(ABC):
 
     @staticmethod
     def validate_media_delivery_path(path: str) -> str | None:
-        """The resolved path when the file may be sent back (see ``gateway.platforms.base``)."""
-        from ..compat.shims.gateway_platforms_base import validate_media_delivery_path
-
-        return validate_media_delivery_path(path)
+        """The resolved path when the file may be sent back (the rule of ``gateway.platforms.base``,
+        which installs it in :data:`MEDIA_PATH_CHECK`); without it, nothing is (fail closed)."""
+        check = MEDIA_PATH_CHECK[0]
+        return check(path) if check is not None else None
 
     @staticmethod
     def filter_media_delivery_paths(media_files: Any) -> list[tuple[str, bool]]:

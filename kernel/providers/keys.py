@@ -83,7 +83,7 @@ def _vendor_domain(host: str) -> str:
 
 @cache
 def _vendor_hosts() -> dict[str, tuple[str, ...]]:
-    from .hermes_config import ENDPOINTS  # imports .profile: not at module level
+    from .hermes_endpoints import ENDPOINTS
 
     table: dict[str, list[str]] = {}
     for endpoint in ENDPOINTS.values():

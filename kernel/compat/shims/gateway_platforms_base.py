@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from ...gateway import base as _gateway_base
 from ...gateway.base import (
     MEDIA_EXTENSIONLESS_TAG_RE,
     MEDIA_TAG_CLEANUP_RE,
@@ -737,3 +738,6 @@ def proxy_kwargs_for_aiohttp(proxy_url: str | None) -> tuple[dict[str, Any], dic
             ) from exc
         return {"connector": ProxyConnector.from_url(proxy_url)}, {}
     return {}, {"proxy": proxy_url}
+
+
+_gateway_base.MEDIA_PATH_CHECK[0] = validate_media_delivery_path
