@@ -60,7 +60,13 @@ def tenant(tmp_path: Path, server: LocalServer, make_kernel: Callable[..., Kerne
     ) -> Kernel:
         home = tmp_path / name
         home.mkdir()
-        model = {"provider": "openai-compatible", "model": "m1", "base_url": server.base_url}
+        # api_key_env: the local server is not OpenAI's; its key is sent there only when named so.
+        model = {
+            "provider": "openai-compatible",
+            "model": "m1",
+            "base_url": server.base_url,
+            "api_key_env": "OPENAI_API_KEY",
+        }
         config = {"model": model, **(extra or {})}
         (home / "config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
         (home / ".env").write_text("".join(f"{k}={v}\n" for k, v in dotenv.items()), encoding="utf-8")

@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from kernel import Kernel
+from kernel.core.discovery import ENTRY_POINTS_VARIABLE
 
 REPO = Path(__file__).resolve().parents[2]
 COMPAT_SITE = REPO / ".venv" / "compat-site"
@@ -47,6 +48,8 @@ def compat_site(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
         pytest.fail(f"the published plugins are not installed in {COMPAT_SITE}: run `make test-deps`")
     before = set(sys.modules)
     monkeypatch.syspath_prepend(str(COMPAT_SITE))
+    # Its distributions are the entry-point plugins of this test, and only they.
+    monkeypatch.setenv(ENTRY_POINTS_VARIABLE, str(COMPAT_SITE))
     importlib.invalidate_caches()
     yield COMPAT_SITE
     root = COMPAT_SITE.resolve()
