@@ -350,11 +350,11 @@ def plugins_list(args: argparse.Namespace) -> int:
             load(kernel)
             kernel.save_plugin_state()
             offered.save(kernel)
-            discovered = kernel._discover()
+            discovered = kernel.discover()
             rows = [(p, "current") for p in kernel.plugins]
         else:
             # From manifests and the last load's saved list: no plugin code is imported.
-            discovered = kernel._discover()
+            discovered = kernel.discover()
             rows = kernel.listing(discovered)
         listed = listed_rows(kernel, rows, discovered)
         for problem in kernel.problems:

@@ -164,7 +164,7 @@ class Kernel(Loader):
             services.attach_declared()
             services.hook.service_load_started(kernel=self)
             disabled = self.plugin_choice()
-            merged, refused = self._discover()
+            merged, refused = self.discover()
             self._refused.extend(_Record.from_candidate(c) for c in refused)
             with self._hooks.batch(), _gc_paused():
                 order = [merged[key] for key in sorted(merged, key=plugin_order)]
@@ -189,7 +189,7 @@ class Kernel(Loader):
                 # A server's health is not a file one can fingerprint: kept for the counts, never current.
                 state.save(self.home, state.NEVER_CURRENT, plugins)
                 return
-            merged, refused = self._discover()
+            merged, refused = self.discover()
             state.save(self.home, self._fingerprint(merged, refused), plugins)
 
     def cached_plugins(self) -> list[PluginInfo] | None:
@@ -198,7 +198,7 @@ class Kernel(Loader):
         Reads manifests but imports no plugin code; ``None`` when there is no
         saved list or something changed (then call :meth:`load`).
         """
-        merged, refused = self._discover()
+        merged, refused = self.discover()
         saved = state.load(self.home, self._fingerprint(merged, refused))
         if saved is None:
             return None
@@ -217,12 +217,12 @@ class Kernel(Loader):
         missing variables, a broken manifest), ``"last load"`` (from the last load's saved list;
         something changed since), or ``"unknown"`` (never loaded here: its tools and hooks are not
         known).  The kernel's own plugins that only a load makes (shell hooks, MCP servers) are
-        listed from the last load, when there was one.  ``discovered`` is what :meth:`_discover`
+        listed from the last load, when there was one.  ``discovered`` is what :meth:`discover`
         returned, for a caller that needs the candidates too (discovery is then not done twice).
         """
         if not self._loaded:  # required variables set in <home>/.env count, as they do for load()
             self.environ.dotenv = read_dotenv(self.home)
-        merged, refused = discovered if discovered is not None else self._discover()
+        merged, refused = discovered if discovered is not None else self.discover()
         current = self._fingerprint(merged, refused)
         fingerprint, saved = state.last(self.home)
         if fingerprint == current:
@@ -257,7 +257,7 @@ class Kernel(Loader):
                     rows.append((PluginInfo(**old), "last load"))
         return rows
 
-    def _discover(self) -> tuple[dict[str, Candidate], list[Candidate]]:
+    def discover(self) -> tuple[dict[str, Candidate], list[Candidate]]:
         """The winning candidate of each key, and the refused ones; reads manifests, imports nothing."""
         return merge_sources(self._scan_sources(), self.log)
 
