@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from .core import services as _services
 from .core.kernel import Kernel, PluginError, PluginInfo, merge_context
-from .core.markers import __version__, hookimpl, hookspec
-from .services import BUILTIN_SERVICES
+from .defaults import BUILTIN_SERVICES
+from .hookspecs import __version__, hookimpl, hookspec
 
 _services.use_builtins(BUILTIN_SERVICES)
 
@@ -30,14 +30,14 @@ _LAZY = {
     "ApprovalRequest": "kernel.tools.decisions",
     "terminal_approver": "kernel.tools.decisions",
     "Callback": "kernel.core.hooks",
-    "EnvVar": "kernel.core.manifest",
-    "Manifest": "kernel.core.manifest",
-    "ManifestError": "kernel.core.manifest",
+    "EnvVar": "kernel.core.loader.manifest",
+    "Manifest": "kernel.core.loader.manifest",
+    "ManifestError": "kernel.core.loader.manifest",
     "KernelPluginManager": "kernel.core.plugin_manager",
     "PluginHandle": "kernel.core.plugin_manager",
     "PluginContext": "kernel.core.context",
-    "Provider": "kernel.slots",
-    "SlotError": "kernel.slots",
+    "Provider": "kernel.providers.slots",
+    "SlotError": "kernel.providers.slots",
     "Tool": "kernel.tools",
     "ToolRegistrationError": "kernel.tools",
 }
@@ -45,9 +45,9 @@ _LAZY = {
 if TYPE_CHECKING:
     from .core.context import PluginContext
     from .core.hooks import Callback
-    from .core.manifest import EnvVar, Manifest, ManifestError
+    from .core.loader.manifest import EnvVar, Manifest, ManifestError
     from .core.plugin_manager import KernelPluginManager, PluginHandle
-    from .slots import Provider, SlotError
+    from .providers.slots import Provider, SlotError
     from .tools import Tool, ToolRegistrationError
     from .tools.decisions import ApprovalRequest, terminal_approver
 

@@ -34,9 +34,9 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .base.config import section
+from .base.data import sanitize_memory_context
 from .core.callbacks import describe, propagates
-from .core.config import section
-from .core.data import sanitize_memory_context
 from .host import HostSession, accepted, call_accepting, call_quietly
 
 if TYPE_CHECKING:
@@ -552,7 +552,7 @@ def _tool_entry(call: ToolCallRecord) -> dict[str, Any]:
 
 def _paths_of(calls: list[ToolCallRecord]) -> list[str]:
     """The ``path`` / ``file_path`` arguments of a turn's tool calls, sorted, each once."""
-    from .core.safe_yaml import DataRefused, load_json
+    from .base.safe_yaml import DataRefused, load_json
 
     found: set[str] = set()
     for call in calls:

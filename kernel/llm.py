@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .core.config import load_config, section
-from .core.safe_yaml import load_json
+from .base.config import load_config, section
+from .base.safe_yaml import load_json
 
 if TYPE_CHECKING:
     from .core.kernel import Kernel

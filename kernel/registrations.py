@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .core import environ
+from .base import environ
 from .core.context import live
 from .core.services import serviceimpl
 
@@ -670,7 +670,7 @@ class Registrations:
         come before bulk ones; the first source to supply a variable keeps it.  A variable the process
         or the home's ``.env`` sets already is kept, except that ``override_existing: true`` may replace
         a ``.env`` value (never one the process set itself, nor another source's).  The values join
-        ``k.environ`` and, as ``.env`` values do, ``os.environ`` (see :mod:`kernel.core.environ`); what
+        ``k.environ`` and, as ``.env`` values do, ``os.environ`` (see :mod:`kernel.base.environ`); what
         earlier calls applied is withdrawn first.  Each fetch is bounded by the source's
         ``fetch_timeout_seconds`` (``timeout_seconds``, default 120 s); one that raises, hangs or answers
         nonsense is reported, never raised.  :meth:`Kernel.load` calls it at its end.

@@ -43,29 +43,23 @@ def test_every_import_contract_is_kept() -> None:
     assert "0 broken" in proc.stdout
 
 
-def _is_alias(path: Path) -> bool:
-    """A module kept at an old import path, that only stands for its new one."""
-    return path.suffix == ".py" and "sys.modules[__name__] = _module" in path.read_text(encoding="utf-8")
-
-
 def test_every_module_of_the_kernel_is_in_a_layer() -> None:
-    """A module or package added to ``kernel/`` must be placed in the layers contract (client, service or
-    core), or it could import across the layers unchecked.  The aliases of moved modules and the list of
-    built-in services (``kernel/services.py``, which imports only the core) are the exceptions."""
+    """A module or package added to ``kernel/`` must be placed in the layers contract (client, service,
+    core, contract or foundation), or it could import across the layers unchecked."""
     layers = contracts()["layers"]["layers"]
     listed = {name.strip() for layer in layers for name in layer.replace("|", ":").split(":")}
     present = {
         p.stem if p.suffix == ".py" else p.name
         for p in KERNEL.iterdir()
-        if (p.suffix == ".py" and p.stem != "__init__" and not _is_alias(p)) or (p / "__init__.py").is_file()
+        if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").is_file()
     }
-    present -= {"_extensions", "services"}
+    present -= {"_extensions"}
     assert present == listed, f"missing: {sorted(present - listed)}; stale: {sorted(listed - present)}"
 
 
 def test_every_service_is_in_the_independence_contract() -> None:
     """Each built-in service's package is checked for imports of the others."""
-    from kernel.services import BUILTIN_SERVICES
+    from kernel.defaults import BUILTIN_SERVICES
 
     independent = contracts()["services-independent"]["modules"]
     for service in BUILTIN_SERVICES:

@@ -30,7 +30,7 @@ import pytest
 import yaml
 from conftest import CLI, REPO, cli_env, default_sigint, read_rest, read_until, run_cli, write_plugin
 
-from kernel.core.markers import __version__
+from kernel.hookspecs import __version__
 
 SCRIPT = Path(sys.executable).parent / "hermes-kernel"
 DEADLOCK = 120  # a safety net against a hung child only

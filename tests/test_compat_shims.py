@@ -28,7 +28,7 @@ from local_server import LocalServer, Reply
 
 from kernel import Kernel, compat, llm, registrations
 from kernel.compat import finder, host
-from kernel.context import PluginContext
+from kernel.core.context import PluginContext
 from kernel.gateway import base as gateway_base
 from kernel.gateway import config as gateway_config
 from kernel.providers import context_engine, image_gen, memory, profile, video_gen, web_search

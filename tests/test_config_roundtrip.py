@@ -2,7 +2,7 @@
 
 ``plugins disable`` / ``plugins enable`` run as real subprocesses; ``ctx.set_config`` runs inside a real
 plugin loaded by a real kernel; ``hermes_cli.config.save_config`` inside a real kernel too; the shapes of
-file the round trip must keep are exercised through :func:`kernel.core.settings.update_config` on real
+file the round trip must keep are exercised through :func:`kernel.base.yamledit.update_config` on real
 files, each re-read with the kernel's own reader (PyYAML) to prove the data is what was meant.
 """
 
@@ -19,7 +19,7 @@ import yaml
 from conftest import CLI, REPO, age, cli_env, run_probe, write_plugin
 
 from kernel import Kernel
-from kernel.core.settings import update_config
+from kernel.base.yamledit import update_config
 
 DEADLOCK = 120
 

@@ -18,8 +18,8 @@ from conftest import REPO, age, cli_env, run_cli, run_probe, write_plugin
 from jsonschema import Draft202012Validator
 
 from kernel import Kernel
-from kernel.core.config_schema import MAX_FINDINGS, SCHEMA, check_config
-from kernel.core.state import CHECK_FILE
+from kernel.base.schema import MAX_FINDINGS, SCHEMA, check_config
+from kernel.base.state import CHECK_FILE
 
 DEADLOCK = 120
 

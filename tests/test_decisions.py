@@ -22,7 +22,7 @@ import pytest
 from conftest import agent_log, cli_env, run_json
 
 from kernel import Kernel
-from kernel.decisions import ApprovalRequest, merge_decisions, parse_decision, terminal_approver
+from kernel.tools.decisions import ApprovalRequest, merge_decisions, parse_decision, terminal_approver
 
 TOOL_CODE = """
 import json

@@ -21,7 +21,7 @@ import pytest
 from conftest import run_json
 
 from kernel import Kernel
-from kernel.decisions import ApprovalRequest
+from kernel.tools.decisions import ApprovalRequest
 
 CALLER_CODE = """
 import json

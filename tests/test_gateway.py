@@ -24,7 +24,7 @@ from conftest import CLI, cli_env, write_plugin
 
 from kernel import Kernel
 from kernel.gateway import PlatformConfig, SendResult
-from kernel.gateway import runner as gateway_runner
+from kernel.gateway import platforms as gateway_platforms
 from kernel.gateway.runner import GatewayError, split_message
 from kernel.testing import HookRecorder, write_script
 
@@ -975,7 +975,7 @@ def test_split_message() -> None:
 def test_a_failing_connect_is_retried_while_the_other_platform_serves(
     hermes: Path, kernels: Callable[..., Kernel], monkeypatch: pytest.MonkeyPatch, fail_mode: str, error: str
 ) -> None:
-    monkeypatch.setattr(gateway_runner, "BACKOFF_FIRST", 0.02)
+    monkeypatch.setattr(gateway_platforms, "BACKOFF_FIRST", 0.02)
     platform_plugin(hermes, "linechat")
     platform_plugin(hermes, "flaky")
 
@@ -1063,8 +1063,8 @@ def test_a_dropped_adapter_is_reported_and_reconnected_with_backoff(
 
     The adapter reports the drop as the brief says: ``self._mark_disconnected()`` and its reader returns.
     """
-    monkeypatch.setattr(gateway_runner, "BACKOFF_FIRST", 0.02)
-    monkeypatch.setattr(gateway_runner, "WATCH_INTERVAL", 0.02)
+    monkeypatch.setattr(gateway_platforms, "BACKOFF_FIRST", 0.02)
+    monkeypatch.setattr(gateway_platforms, "WATCH_INTERVAL", 0.02)
     platform_plugin(hermes, "linechat")
 
     async def scenario() -> None:
@@ -1105,7 +1105,7 @@ def test_a_dropped_adapter_is_reported_and_reconnected_with_backoff(
 def test_an_adapter_that_reconnects_itself_is_only_watched_and_reported(
     hermes: Path, kernels: Callable[..., Kernel], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(gateway_runner, "WATCH_INTERVAL", 0.02)
+    monkeypatch.setattr(gateway_platforms, "WATCH_INTERVAL", 0.02)
     platform_plugin(hermes, "linechat")
 
     async def scenario() -> None:
@@ -1508,10 +1508,10 @@ def test_new_in_a_chat_starts_a_new_session_for_that_chat_only(
 def test_a_connect_that_never_returns_is_timed_out_and_retried(
     hermes: Path, kernels: Callable[..., Kernel], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from kernel.gateway import runner
+    from kernel.gateway import platforms
 
-    monkeypatch.setattr(runner, "CONNECT_TIMEOUT", 0.2)
-    monkeypatch.setattr(runner, "BACKOFF_FIRST", 0.01)
+    monkeypatch.setattr(platforms, "CONNECT_TIMEOUT", 0.2)
+    monkeypatch.setattr(platforms, "BACKOFF_FIRST", 0.01)
     platform_plugin(hermes, "linechat")
 
     async def scenario() -> None:

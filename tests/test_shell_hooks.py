@@ -25,8 +25,8 @@ import yaml
 from conftest import CLI, agent_log, cli_env, run_json
 
 from kernel import Kernel
-from kernel.decisions import ApprovalRequest
 from kernel.surfaces import shell_hooks
+from kernel.tools.decisions import ApprovalRequest
 
 PY = sys.executable
 DEADLINE = 60  # seconds a CLI run may take before the test calls it a hang

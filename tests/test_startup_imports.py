@@ -15,7 +15,7 @@ import pytest
 from conftest import REPO, age, run_probe, write_plugin
 
 from kernel import Kernel
-from kernel.core.state import CONFIG_FILE
+from kernel.base.state import CONFIG_FILE
 
 PROBE = """
 import json, runpy, sys

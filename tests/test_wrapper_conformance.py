@@ -22,7 +22,7 @@ from conftest import run_json
 from kernel import Kernel, hookimpl
 from kernel.core.hooks import plain_text
 from kernel.core.kernel import merge_context
-from kernel.decisions import MalformedDecision, merge_decisions, parse_decision
+from kernel.tools.decisions import MalformedDecision, merge_decisions, parse_decision
 
 STYLES = ("new", "old")
 MODES = ("replace", "prepend", "append", "observe")

@@ -10,9 +10,9 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..base.safe_yaml import DataRefused, load_json
 from ..core.kernel import Kernel
 from ..core.records import DISABLE_VARIABLE, NO_PLUGINS_VARIABLE, matches_for_run, run_choice
-from ..core.safe_yaml import DataRefused, load_json
 from . import chat, completion, doctor, gateway, hooks, install, logs, mcp, offered, output
 from . import plugins as plugins_group
 from .common import HookFailures, Parser, discover, loaded_kernel
@@ -124,7 +124,7 @@ def version_line() -> str:
 
     import pluggy
 
-    from ..core.markers import __version__
+    from ..hookspecs import __version__
 
     return f"hermes-kernel {__version__} (Python {platform.python_version()}, pluggy {pluggy.__version__})"
 

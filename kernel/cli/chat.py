@@ -20,8 +20,8 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from ..base.log import redacted, shown
 from ..core.kernel import Kernel
-from ..core.log import redacted, shown
 from . import output
 from .common import HookFailures, left_off_notice
 
@@ -327,7 +327,7 @@ class Chat:
 
     def say(self, text: str = "") -> None:
         """Print ``text``: replies, plugin names and errors are text from outside, so control
-        characters are shown as escapes and URLs masked (see :func:`kernel.log.shown`)."""
+        characters are shown as escapes and URLs masked (see :func:`kernel.base.log.shown`)."""
         self.out.write(shown(text) + "\n")
         self.out.flush()
 
@@ -548,8 +548,8 @@ def demo_config(script: Path) -> dict[str, Any]:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from ..core.discovery import bundled_root
     from ..core.kernel import Kernel
+    from ..core.loader.discovery import bundled_root
 
     script = bundled_root() / DEMO_SCRIPT
     if not script.is_file():

@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..core.discovery import (
+from ..core.kernel import Kernel, PluginInfo
+from ..core.loader.discovery import (
     Candidate,
     merge_sources,
 )
-from ..core.kernel import Kernel, PluginInfo
-from ..core.manifest import EnvVar, Manifest, ManifestError, find_manifest, load_manifest
+from ..core.loader.manifest import EnvVar, Manifest, ManifestError, find_manifest, load_manifest
 from . import output
 
 
@@ -279,7 +279,7 @@ TOLD_FILE = Path("cache") / "left-off-told.json"
 def left_off(kernel: Kernel) -> tuple[str | None, list[str]]:
     """What shows that Hermes Agent used the kernel's home, when config.yaml has no ``plugins.enabled``
     (``None`` otherwise), and the plugins that leaves off for that reason."""
-    from ..core.config import hermes_marker, section
+    from ..base.config import hermes_marker, section
 
     if section(kernel.config, "plugins", "enabled") is not None:
         return None, []
@@ -291,7 +291,7 @@ def left_off(kernel: Kernel) -> tuple[str | None, list[str]]:
 
 def told_left_off(kernel: Kernel, names: Iterable[str]) -> None:
     """Remember that the user was told ``names`` are left off (see :func:`left_off_notice`)."""
-    from ..core import state
+    from ..base import state
 
     path = kernel.home / TOLD_FILE
     known = _told(path)

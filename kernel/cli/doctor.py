@@ -115,7 +115,7 @@ def diagnose(kernel: Kernel, environ: dict[str, str]) -> list[Finding]:
     provider_texts = {text for _slot, text in provider_problems}
     for problem in dict.fromkeys(kernel.problems):
         if problem not in provider_texts:
-            # A problem its schema found (kernel.core.config.ConfigNote) carries its level and its fix.
+            # A problem its schema found (kernel.base.config.ConfigNote) carries its level and its fix.
             level = getattr(problem, "level", "error")
             fix = getattr(problem, "fix", "") or f"edit {config_file}"
             text = str(problem).removeprefix("config.yaml: ") if hasattr(problem, "fix") else str(problem)

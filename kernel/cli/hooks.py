@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..core.config import read_dotenv
+from ..base.config import read_dotenv
 from .common import TIERS, dump_json, fail, loaded_kernel, unloaded_kernel
 
 if TYPE_CHECKING:

@@ -21,13 +21,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..core.config import plugin_names, read_dotenv, section
-from ..core.discovery import (
+from ..base.config import plugin_names, read_dotenv, section
+from ..core.loader.discovery import (
     CATEGORIES,
     ENTRY_POINT_GROUP,
     Candidate,
 )
-from ..core.manifest import MANIFEST_NAMES, EnvVar, Manifest, ManifestError, find_manifest, load_manifest
+from ..core.loader.manifest import (
+    MANIFEST_NAMES,
+    EnvVar,
+    Manifest,
+    ManifestError,
+    find_manifest,
+    load_manifest,
+)
 from .common import (
     DISABLED_BY_CONFIG,
     NOT_ENABLED,
@@ -232,7 +239,7 @@ def read_records(home: Path) -> dict[str, dict[str, dict[str, Any]]]:
 
 def _change_records(home: Path, change: Callable[[dict[str, dict[str, dict[str, Any]]]], None]) -> None:
     """Re-read the records under a lock, apply ``change``, write them back atomically (mode 0600)."""
-    from ..core.settings import atomic_write, file_lock
+    from ..base.yamledit import atomic_write, file_lock
 
     path = records_path(home)
     try:
@@ -764,7 +771,7 @@ def _ask_env(home: Path, manifest: Manifest, *, no_input: bool) -> tuple[dict[st
         if value:
             answers[var.name] = value
     if answers:
-        from ..core.settings import write_env
+        from ..base.yamledit import write_env
 
         write_env(home, answers)
     return answers, [v for v in missing if v.name not in answers]

@@ -12,7 +12,7 @@ from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..core.log import RECORD_HEAD
+from ..base.log import RECORD_HEAD
 from . import output
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ class _LogFilter:
     """Groups the lines of agent.log into records and keeps those from the wanted level up.
 
     A record starts at a line with the timestamp and level the kernel's formatter writes
-    (``kernel.log.RECORD_HEAD``); every other line (a traceback, the rest of a multi-line message)
+    (``kernel.base.log.RECORD_HEAD``); every other line (a traceback, the rest of a multi-line message)
     belongs to the record above it.  Lines before the first record form a record of unknown level,
     which every ``--level`` keeps.  A record longer than :data:`RECORD_LINE_LIMIT` lines keeps its
     first ones and says how many it left out.
@@ -209,7 +209,7 @@ def _value(shown: str) -> Any:
 
 
 def logs_command(args: argparse.Namespace) -> int:
-    from ..core.config import resolve_home
+    from ..base.config import resolve_home
 
     path = resolve_home(None) / "logs" / "agent.log"
     keep = _LogFilter(args.level, args.json)

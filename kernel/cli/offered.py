@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..core import state
+from ..base import state
 from ..core.kernel import Kernel
 
 COMMANDS_FILE = Path("cache") / "cli-commands.json"

@@ -23,7 +23,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..core.log import mask_urls, shown
+from ..base.log import mask_urls, shown
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 #: The error handler :func:`setup_streams` gives stdout and stderr.
 ESCAPE_ERRORS = "hermes-kernel-escape"
 
-# What a terminal would obey (C0 but tab and newline, DEL, C1, bidirectional controls), as in kernel.core.log.
+# What a terminal would obey (C0 but tab and newline, DEL, C1, bidirectional controls), as in kernel.base.log.
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 #: Styles by meaning, for rich (used only when colour is on).

@@ -8,11 +8,11 @@ import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..core.config import hermes_marker, plugin_names, read_dotenv, section
-from ..core.discovery import (
+from ..base.config import hermes_marker, plugin_names, read_dotenv, section
+from ..core.loader.discovery import (
     Candidate,
 )
-from ..core.manifest import EnvVar, Manifest, declared_commands
+from ..core.loader.manifest import EnvVar, Manifest, declared_commands
 from ..core.records import BLOCKED, DISABLED_FOR_RUN, NOT_ENABLED, PluginInfo
 from . import offered, output
 from .common import (
@@ -170,7 +170,7 @@ def plugin_details(
     ]
     data["providers"] = [r.to_dict() for r in kernel.providers.status() if r.plugin == info.name]
     # Auxiliary tasks, browser providers, secret sources, ... (names and labels only, never a secret value).
-    attached = "registrations" in kernel.services
+    attached = "registrations" in kernel.defaults
     data["registrations"] = kernel.registrations.of_plugin(info.name) if attached else {}
     return data
 
@@ -609,7 +609,7 @@ def plugins_disable(args: argparse.Namespace) -> int:
 
 
 def _set_disabled(name: str, *, disable: bool) -> int:
-    from ..core.settings import update_config
+    from ..base.yamledit import update_config
 
     with unloaded_kernel() as kernel:
         merged, _every = discover(kernel)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..core.config import section
+from ..base.config import section
 from ..core.services import serviceimpl
 from . import host
 

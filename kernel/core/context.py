@@ -19,14 +19,14 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .config import profile_name
+from ..base.config import profile_name
+from ..base.yamledit import get_setting, write_setting
 from .hooks import NORMAL
-from .manifest import Manifest
 from .plugin_manager import PluginError
-from .settings import get_setting, write_setting
 
 if TYPE_CHECKING:
     from .kernel import Kernel
+    from .loader.manifest import Manifest
     from .records import _Record
 
 _loading: contextvars.ContextVar[PluginContext | None] = contextvars.ContextVar(

@@ -11,10 +11,16 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from . import environ, hookspecs, state, watchdog
+from .. import hookspecs
+from ..base import environ, state
+from ..base.config import hermes_marker, load_config, plugin_names, read_dotenv, resolve_home, section, truthy
+from ..base.environ import KernelEnviron
+from ..base.log import KernelLogging
+from ..hookspecs import __version__
+from . import watchdog
 from .callbacks import OBSERVER_KEY, OBSERVER_SCHEMA_VERSION
-from .config import hermes_marker, load_config, plugin_names, read_dotenv, resolve_home, section, truthy
-from .discovery import (
+from .hooks import Callback, HookEngine, Request, context_text, describe, plain_text, plugin_order, propagates
+from .loader.discovery import (
     ENTRY_POINT_GROUPS,
     Candidate,
     bundled_root,
@@ -22,11 +28,7 @@ from .discovery import (
     scan_entry_points,
     scan_root,
 )
-from .environ import KernelEnviron
-from .hooks import Callback, HookEngine, Request, context_text, describe, plain_text, plugin_order, propagates
-from .loading import Loader, _file_dir, _gc_paused, _source_dir
-from .log import KernelLogging
-from .markers import __version__
+from .loader.importer import Loader, _file_dir, _gc_paused, _source_dir
 from .plugin_manager import KernelPluginManager, PluginError
 from .records import (
     BLOCKED,
@@ -115,7 +117,7 @@ class Kernel(Loader):
         self.environ = KernelEnviron(self._env_token)
         weakref.finalize(self, environ.release, self._env_token)
         self._closers: list[tuple[str, Callable[[], None]]] = []
-        #: Parsed manifests of earlier runs, by file identity (see kernel.core.state.ManifestCache).
+        #: Parsed manifests of earlier runs, by file identity (see kernel.base.state.ManifestCache).
         self._manifests = state.ManifestCache(self.home)
         # Set once the deferred (model provider) plugins were asked for: load() then imports them all.
         self._deferred_wanted = False
@@ -579,7 +581,7 @@ class Kernel(Loader):
         Agent has used the home (then, without ``plugins.enabled``, only bundled plugins run).
 
         A name written as a string (``disabled: calculator``) counts as a one-item list; what is
-        wrong with either is reported once (see :func:`~kernel.core.config.plugin_names`).
+        wrong with either is reported once (see :func:`~kernel.base.config.plugin_names`).
         """
         choice = Choice(disabled=set(), enabled=None)
         for key in ("disabled", "enabled"):

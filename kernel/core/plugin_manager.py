@@ -2,7 +2,7 @@
 
 Every plugin of a kernel is registered here under its plugin name, Hermes-style
 ones included, and every ``HookCaller`` runs the kernel's hook engine
-(:mod:`kernel.hooks`).  Registering, unregistering or blocking through this
+(:mod:`kernel.core.hooks`).  Registering, unregistering or blocking through this
 object is the same as doing it through the kernel.
 """
 
@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 from pluggy import HookCaller, HookImpl, PluginValidationError
 
+from ..hookspecs import PROJECT_NAME
 from .hooks import HookEngine, _Monitor, describe
-from .markers import PROJECT_NAME
 
 if TYPE_CHECKING:
     from .kernel import Kernel

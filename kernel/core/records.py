@@ -5,11 +5,13 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .discovery import Candidate
 from .hooks import Callback
-from .manifest import Manifest
+
+if TYPE_CHECKING:
+    from .loader.discovery import Candidate
+    from .loader.manifest import Manifest
 
 #: The order in which sources are loaded where it matters (deferred model providers: bundled first).
 SOURCE_RANK = {"bundled": 0, "user": 1, "project": 2, "entrypoint": 3, "runtime": 4, "pluggy": 4}

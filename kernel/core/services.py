@@ -8,7 +8,7 @@ implements).  The module is imported the first time one of those is used, and
 then registered, as pytest registers its built-in plugins, on the kernel's
 service manager: a pluggy ``PluginManager`` whose hooks (:class:`ServiceHooks`)
 are the moments of the kernel's lifecycle.  The list of built-in services is
-:data:`kernel.services.BUILTIN_SERVICES`; the core never imports a service.
+:data:`kernel.defaults.BUILTIN_SERVICES`; the core never imports a service.
 """
 
 from __future__ import annotations

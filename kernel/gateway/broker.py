@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from ..core.log import mask_url, mask_urls
-from ..core.safe_yaml import utf8_size
+from ..base.log import mask_url, mask_urls
+from ..base.safe_yaml import utf8_size
 from .sessions import read_json_object
 
 if TYPE_CHECKING:

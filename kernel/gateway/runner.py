@@ -23,172 +23,94 @@ every session, which fires ``on_session_finalize``.
 from __future__ import annotations
 
 import asyncio
-import collections
-import inspect
-import json
-import sqlite3
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import tenacity
-
-from ..core.config import section
-from ..core.hooks import describe, plain_text, propagates
-from ..core.safe_yaml import utf8_size
+from ..base.config import section
+from ..core.hooks import plain_text
 from ..core.services import serviceimpl
 from .base import BasePlatformAdapter, MessageEvent, SendResult
-from .broker import FAILED_REPLY, Broker, BrokerError, BrokerSettings, chat_key, fit_reply
-from .config import Platform, PlatformConfig
+from .broker import Broker, BrokerError, BrokerSettings, fit_reply
+from .config import PlatformConfig
+from .conversations import Conversations
+from .duplicates import RecentMessages
+from .ingress import Ingress
+from .platforms import Platforms, PlatformStatus, split_message
 from .registry import GatewayError, PlatformSpec
-from .sessions import NOT_READ, SessionState, SessionStore, SessionStoreError, SqliteSessionStore
+from .sessions import NOT_READ, SessionState, SessionStore, SqliteSessionStore
+from .worker import Worker
 
 if TYPE_CHECKING:
     from ..agent import AgentSession
     from ..core.kernel import Kernel
-    from .worker import Worker
 
-BACKOFF_FIRST = 1.0
-BACKOFF_MAX = 60.0
-WATCH_INTERVAL = 1.0  # how often a connected adapter's is_connected is checked
-CONNECT_TIMEOUT = 60.0  # a connect() that takes longer counts as failed (and is retried)
+__all__ = ["Gateway", "GatewayError", "PlatformStatus", "open_broker", "split_message"]
+
 DRAIN_TIMEOUT = 30.0  # how long shutdown waits for the turns in progress
 TASKS_TIMEOUT = 5.0  # how long shutdown waits for its tasks to end (then once more after cancelling them)
 ROLES = ("all", "ingress", "worker")
 DEFAULT_CONCURRENCY = 4  # turns a worker runs at once (gateway.worker.concurrency)
-#: Sessions a worker keeps in memory between its chats' turns (their state is in the store).
-WORKER_SESSION_CACHE = 1024
-#: Message ids a gateway without a broker remembers (the latest): one delivered again runs no turn.
-SEEN_MESSAGES = 10000
-#: The UTF-8 bytes of first replies a gateway without a broker keeps for those ids, to send one again
-#: to a duplicate delivery (the oldest forgotten first; one forgotten, its duplicate gets nothing).
-KEPT_REPLY_BYTES = 64 * 1024 * 1024
-#: Tries at sending a reply none of whose pieces went through (0.5 s, then 1 s between them).
-SEND_TRIES = 3
-#: The most ``gateway/undelivered.jsonl`` grows to (a single process's replies never sent).
-UNDELIVERED_BYTES = 64 * 1024 * 1024
-
-
-@dataclass
-class PlatformStatus:
-    """What ``gateway status`` shows for one platform."""
-
-    name: str
-    label: str
-    plugin: str
-    enabled: bool
-    reason: str
-    source: str  # "config", "env" or ""
-    connected: bool = False
-    error: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(vars(self))
 
 
 class Gateway:
-    """``k.gateway``: runs the enabled platform adapters and routes their messages to sessions."""
+    """``k.gateway``: runs the enabled platform adapters and routes their messages to sessions.
+
+    A facade over its parts: :class:`Platforms` (the adapters, sending), :class:`Conversations` (the
+    chats' sessions and their store), :class:`RecentMessages` (ids delivered again), and, with a
+    broker, the :class:`Ingress` and :class:`Worker` of a scaled-out gateway.
+    """
 
     def __init__(self, kernel: Kernel) -> None:
         self._kernel = kernel
-        self.adapters: dict[str, BasePlatformAdapter] = {}
-        self.sessions: dict[tuple[str, str], AgentSession] = {}
-        self.errors: dict[str, str] = {}
+        self.platforms = Platforms(kernel, self.handle)
+        self.conversations = Conversations(kernel)
+        self.recent = RecentMessages(kernel)
         #: What this process is while it runs: ``all``, ``ingress`` or ``worker``.
         self.role = "all"
         #: The broker while :meth:`run` serves with one (``gateway.broker``), else ``None``.
         self.broker: Broker | None = None
-        #: Where the chats' conversations are kept while :meth:`run` serves.
-        self.store: SessionStore | None = None
         self.worker: Worker | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self._tasks: list[asyncio.Task[Any]] = []
         self._broker_tasks: list[asyncio.Task[Any]] = []  # they end by themselves once stopping
-        self._session_locks: dict[tuple[str, str], asyncio.Lock] = {}
         self._inflight: set[asyncio.Future[None]] = set()
-        self._ingress: Any = None
-        #: ``(platform, chat, message id)`` of the latest messages handled without a broker.
-        self._seen: collections.OrderedDict[tuple[str, str, str], None] = collections.OrderedDict()
-        #: The first replies of the latest of those messages, and their size (``KEPT_REPLY_BYTES``).
-        self._kept: collections.OrderedDict[tuple[str, str, str], str] = collections.OrderedDict()
-        self._kept_bytes = 0
+        self._ingress: Ingress | None = None
 
-    # -- which platforms ------------------------------------------------------------
+    @property
+    def adapters(self) -> dict[str, BasePlatformAdapter]:
+        """The adapters of the platforms this gateway runs, by name."""
+        return self.platforms.adapters
+
+    @property
+    def errors(self) -> dict[str, str]:
+        """Why a platform is not connected, by name."""
+        return self.platforms.errors
+
+    @property
+    def sessions(self) -> dict[tuple[str, str], AgentSession]:
+        """The chats' agent sessions in memory, by ``(platform, chat)``."""
+        return self.conversations.sessions
+
+    @property
+    def store(self) -> SessionStore | None:
+        """Where the chats' conversations are kept while :meth:`run` serves."""
+        return self.conversations.store
+
+    # -- which platforms (see Platforms) ------------------------------------------------
 
     def platform_config(self, spec: PlatformSpec) -> tuple[PlatformConfig | None, str, str]:
         """``(config, source, reason)``: the config when the platform is enabled, else why not."""
-        kernel = self._kernel
-        raw = section(kernel.config, "gateway", "platforms", spec.name)
-        if raw is not None and not isinstance(raw, dict):
-            return None, "", f"config.yaml: 'gateway.platforms.{spec.name}' must be a mapping"
-        source = ""
-        data: dict[str, Any] | None = None
-        if raw is not None and raw.get("enabled") is True:
-            data, source = dict(raw), "config"
-        elif raw is not None and "enabled" in raw and raw.get("enabled") is not True:
-            return None, "", f"disabled in config.yaml (gateway.platforms.{spec.name}.enabled)"
-        elif spec.env_enablement_fn is not None:
-            try:
-                found = spec.env_enablement_fn()
-            except Exception as exc:
-                return None, "", f"its env_enablement_fn failed: {type(exc).__name__}: {exc}"
-            if isinstance(found, dict):
-                data, source = {**found, **(raw or {}), "enabled": True}, "env"
-        if data is None:
-            return None, "", f"not enabled: set gateway.platforms.{spec.name}.enabled: true in config.yaml"
-        missing = [v for v in spec.required_env if not kernel.environ.get(v)]
-        if missing:
-            return None, source, f"missing environment variable(s): {', '.join(missing)}"
-        if spec.check_fn is not None:
-            try:
-                ok = spec.check_fn()
-            except Exception as exc:
-                return None, source, f"check_fn failed: {type(exc).__name__}: {exc}"
-            if not ok:
-                return None, source, "check_fn returned False (its requirements are not met)"
-        return PlatformConfig.from_dict(data), source, ""
+        return self.platforms.platform_config(spec)
 
     def status(self) -> list[PlatformStatus]:
         """Every registered platform: enabled or not and why, connected or not."""
-        rows = []
-        for spec in self._kernel.platforms.all():
-            config, source, reason = self.platform_config(spec)
-            adapter = self.adapters.get(spec.name)
-            rows.append(
-                PlatformStatus(
-                    name=spec.name,
-                    label=spec.label,
-                    plugin=spec.plugin,
-                    enabled=config is not None,
-                    reason=reason,
-                    source=source,
-                    connected=bool(adapter is not None and adapter.is_connected),
-                    error=self.errors.get(spec.name),
-                )
-            )
-        return rows
+        return self.platforms.status()
 
     def make_adapter(self, spec: PlatformSpec, config: PlatformConfig) -> BasePlatformAdapter:
         """Build the adapter of ``spec`` and connect it to this gateway's message handling."""
-        adapter = spec.adapter_factory(config)
-        if not isinstance(adapter, BasePlatformAdapter):
-            raise GatewayError(
-                f"platform '{spec.name}' (plugin '{spec.plugin}'): adapter_factory returned "
-                f"{type(adapter).__name__}, not a BasePlatformAdapter"
-            )
-        adapter.platform = Platform(spec.name)
-
-        async def handler(event: MessageEvent) -> None:
-            try:
-                await self.handle(spec, adapter, event)
-            except Exception as exc:  # a bug here must not be silent, nor reach the adapter
-                error = f"{type(exc).__name__}: {exc}"
-                self._kernel.log.warning("gateway_handle_failed", platform=spec.name, error=error)
-
-        adapter.set_message_handler(handler)
-        return adapter
+        return self.platforms.make_adapter(spec, config)
 
     # -- how it runs ------------------------------------------------------------------
 
@@ -284,14 +206,11 @@ class Gateway:
             except BrokerError as exc:
                 raise GatewayError(str(exc)) from None
         store = self.make_store(broker)
-        self.role, self.broker, self.store = role, broker, store
-        self._loop = asyncio.get_running_loop()
+        self.role, self.broker = role, broker
+        self.conversations.begin(store, bounded=broker is not None)
+        self._loop = self.platforms.loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
-        # Locks belong to the loop they were first used on; a second run gets new ones.
-        self._session_locks.clear()
-        self._seen.clear()  # message ids are remembered while a run lasts
-        self._kept.clear()
-        self._kept_bytes = 0
+        self.recent.clear()  # message ids are remembered while a run lasts
         self.errors.clear()
         started: list[str] = []
         try:
@@ -299,18 +218,17 @@ class Gateway:
                 # Not awaited: every broker call retries until Redis answers (an adapter connects once
                 # its ingress holds the platform, which needs Redis; a worker waits to take chats).
                 self._tasks.append(asyncio.create_task(broker.open(), name="gateway-broker-open"))
-            if broker is not None:
-                from .worker import Ingress, Worker
-
                 if role != "worker":
-                    self._ingress = Ingress(self, broker)  # before the adapters: they wait for its hold
+                    # Before the adapters: they wait for its hold.
+                    self._ingress = Ingress(kernel, self.platforms, broker, role=role, stop=self.stop)
             if role != "worker":
-                started = await self._start_adapters(platforms)
+                hold = self._ingress.hold if self._ingress is not None else None
+                started = self.platforms.start(platforms, self._tasks, hold)
             if broker is not None:
                 if self._ingress is not None:
                     self._broker_tasks.extend(self._ingress.start(started))
                 if role != "ingress":
-                    self.worker = Worker(self, broker, store, slots)
+                    self.worker = Worker(kernel, self.conversations, broker, store, slots, role=role)
                     self._broker_tasks.append(asyncio.create_task(self.worker.run(), name="gateway-worker"))
             await kernel.events.aemit("gateway:startup", {"platforms": started})
             kernel.log.info(
@@ -324,30 +242,6 @@ class Gateway:
         finally:
             await self._shutdown()
 
-    async def _start_adapters(self, platforms: Iterable[str] | None) -> list[str]:
-        kernel = self._kernel
-        wanted = set(platforms) if platforms is not None else None
-        started = []
-        for spec in kernel.platforms.all():
-            if wanted is not None and spec.name not in wanted:
-                continue
-            config, _source, reason = self.platform_config(spec)
-            if config is None:
-                kernel.log.info("gateway_platform_skipped", platform=spec.name, reason=reason)
-                continue
-            try:
-                adapter = self.make_adapter(spec, config)
-            except BaseException as exc:
-                if propagates(exc):
-                    raise
-                self.errors[spec.name] = describe(exc)
-                kernel.log.warning("gateway_adapter_failed", platform=spec.name, error=self.errors[spec.name])
-                continue
-            self.adapters[spec.name] = adapter
-            self._tasks.append(asyncio.create_task(self._connect(spec, adapter), name=f"connect-{spec.name}"))
-            started.append(spec.name)
-        return started
-
     def stop(self) -> None:
         """Ask :meth:`run` to end (safe from any thread and from signal handlers)."""
         loop, stop = self._loop, self._stop
@@ -357,65 +251,6 @@ class Gateway:
             loop.call_soon_threadsafe(stop.set)
         else:
             stop.set()
-
-    async def _connect(self, spec: PlatformSpec, adapter: BasePlatformAdapter) -> None:
-        """Connect (with retries), then watch: a dropped adapter is reconnected the same way.
-
-        An adapter that reconnects by itself (``reconnects_itself = True``, as
-        the IRC adapter does) is only watched, and its state reported.
-        """
-        if self._ingress is not None and not await self._ingress.hold(spec.name):
-            return
-        reconnect = False
-        while True:
-            if not await self._connect_once(spec, adapter, reconnect):
-                return
-            while adapter.is_connected or not _watched(adapter):
-                await asyncio.sleep(WATCH_INTERVAL)
-                if getattr(adapter, "reconnects_itself", False):
-                    self._note_state(spec, adapter)
-            self.errors[spec.name] = "disconnected; reconnecting"
-            self._kernel.log.warning("gateway_disconnected", platform=spec.name)
-            reconnect = True
-
-    def _note_state(self, spec: PlatformSpec, adapter: BasePlatformAdapter) -> None:
-        if adapter.is_connected:
-            self.errors.pop(spec.name, None)
-        else:
-            self.errors.setdefault(spec.name, "disconnected; the adapter is reconnecting")
-
-    async def _connect_once(self, spec: PlatformSpec, adapter: BasePlatformAdapter, reconnect: bool) -> bool:
-        kernel = self._kernel
-        retrying = tenacity.AsyncRetrying(
-            wait=tenacity.wait_exponential(multiplier=BACKOFF_FIRST, max=BACKOFF_MAX),
-            retry=tenacity.retry_if_exception_type(Exception),
-            before_sleep=lambda state: kernel.log.warning(
-                "gateway_connect_retry",
-                platform=spec.name,
-                attempt=state.attempt_number,
-                error=self.errors.get(spec.name),
-            ),
-        )
-        try:
-            async for attempt in retrying:
-                with attempt:
-                    try:
-                        again = reconnect or attempt.retry_state.attempt_number > 1
-                        ok = await asyncio.wait_for(_call_connect(adapter, again), CONNECT_TIMEOUT)
-                    except Exception as exc:
-                        self.errors[spec.name] = f"connect failed: {type(exc).__name__}: {exc}"
-                        raise
-                    if not ok:
-                        why = getattr(adapter, "last_error", None)
-                        self.errors[spec.name] = "connect() returned False" + (f": {why}" if why else "")
-                        raise GatewayError(self.errors[spec.name])
-        except asyncio.CancelledError:
-            return False
-        self.errors.pop(spec.name, None)
-        if not adapter.is_connected:
-            adapter._mark_connected()  # it said it connected
-        kernel.log.info("gateway_connected", platform=spec.name)
-        return True
 
     async def _shutdown(self) -> None:
         kernel = self._kernel
@@ -441,21 +276,8 @@ class Gateway:
                 kernel.log.warning("gateway_tasks_left_running", tasks=sorted(t.get_name() for t in stuck))
         self._tasks.clear()
         self._broker_tasks.clear()
-        for name, adapter in list(self.adapters.items()):
-            try:
-                await asyncio.wait_for(adapter.disconnect(), timeout=10)
-            except Exception as exc:
-                kernel.log.warning(
-                    "gateway_disconnect_failed", platform=name, error=f"{type(exc).__name__}: {exc}"
-                )
-        for key, session in list(self.sessions.items()):
-            if broker is not None:
-                # Its conversation goes on in the store, on whichever worker takes the chat next.
-                session.release()
-            else:
-                await asyncio.to_thread(session.close, "gateway_shutdown")
-                await self._persist(key, session, finalized=True)
-            del self.sessions[key]
+        await self.platforms.disconnect_all()
+        await self.conversations.close_all()
         self.adapters.clear()
         if self._ingress is not None:
             await self._ingress.let_go()
@@ -465,6 +287,7 @@ class Gateway:
         if self.store is not None:
             await self.store.aclose()
         self.worker = self._ingress = self.broker = None
+        self.conversations.bounded = False
         kernel.log.info("gateway_stopped")
 
     # -- one message ----------------------------------------------------------------------
@@ -476,10 +299,10 @@ class Gateway:
         if chat is None:
             kernel.log.warning("gateway_message_without_chat", platform=spec.name)
             return
-        if self._ingress is None and self._seen_before(spec.name, str(chat), event.message_id):
+        if self._ingress is None and self.recent.seen_before(spec.name, str(chat), event.message_id):
             # Answered: the first reply again; in progress: its reply, when sent, answers both.
             # (With a broker, the broker does the same at submit.)
-            kept = self._kept_reply(spec.name, str(chat), event.message_id)
+            kept = self.recent.kept_reply(spec.name, str(chat), event.message_id)
             if kept is not None:
                 await self.send(adapter, str(chat), kept, reply_to=event.message_id)
             return
@@ -505,86 +328,24 @@ class Gateway:
             self._inflight.discard(turn)
             turn.set_result(None)
 
-    def _seen_before(self, platform: str, chat: str, message_id: Any) -> bool:
-        """Whether the message was handled already (answered or in progress): the platform delivered
-        it again.  Its first delivery's turn and reply are its only ones."""
-        if message_id is None or message_id == "":  # no id: nothing to recognise it by
-            return False
-        key = (platform, chat, str(message_id))
-        if key in self._seen:
-            self._kernel.log.info(
-                "gateway_message_duplicate",
-                platform=platform,
-                chat=chat,
-                message=key[2],
-                detail="handled already: no second turn; it gets the first reply (sent again once "
-                "answered, else when it comes)",
-            )
-            return True
-        self._seen[key] = None
-        if len(self._seen) > SEEN_MESSAGES:
-            old, _ = self._seen.popitem(last=False)
-            self._forget_reply(old)
-        return False
-
-    def _keep_reply(self, platform: str, chat: str, message_id: Any, text: str) -> None:
-        """Keep ``text``, the first reply to a message id seen, for its duplicates (bounded in bytes)."""
-        key = (platform, chat, str(message_id))
-        if message_id is None or message_id == "" or key not in self._seen or key in self._kept:
-            return
-        self._kept[key] = text
-        self._kept_bytes += utf8_size(text)
-        while self._kept_bytes > KEPT_REPLY_BYTES and self._kept:
-            self._forget_reply(next(iter(self._kept)))
-
-    def _kept_reply(self, platform: str, chat: str, message_id: Any) -> str | None:
-        if message_id is None or message_id == "":
-            return None
-        return self._kept.get((platform, chat, str(message_id)))
-
-    def _forget_reply(self, key: tuple[str, str, str]) -> None:
-        text = self._kept.pop(key, None)
-        if text is not None:
-            self._kept_bytes -= utf8_size(text)
-
     async def _answer(
         self, spec: PlatformSpec, adapter: BasePlatformAdapter, event: MessageEvent, text: str
     ) -> None:
         chat = str(event.chat_id)
-        key = (spec.name, chat)
         user = event.source.user_id if event.source is not None else None
-        lock = self._session_locks.setdefault(key, asyncio.Lock())
-        async with lock:  # one turn at a time per chat
-            session = await self.session_for(spec.name, chat, user)
-            reply = await self.respond(spec.name, session, text, user)
-            await self._persist(key, session)
+        reply = await self.conversations.turn(spec.name, chat, user, text)
         if reply:
             reply = fit_reply(reply)
-            self._keep_reply(spec.name, chat, event.message_id, reply)
-            error = await self.send_reply(adapter, chat, reply, reply_to=event.message_id)
+            self.recent.keep_reply(spec.name, chat, event.message_id, reply)
+            error = await self.platforms.send_reply(adapter, chat, reply, reply_to=event.message_id)
             if error is not None:
-                self._keep_undelivered(spec.name, chat, event.message_id, reply, error)
+                self.platforms.keep_undelivered(spec.name, chat, event.message_id, reply, error)
 
-    async def respond(self, platform: str, session: AgentSession, text: str, user: str | None) -> str:
-        """The reply to ``text`` in ``session``: ``/new`` and ``/reset`` start over, another slash
-        command runs as a command, anything else is a turn.  A failed turn's reply says only that it
-        failed: a chat (maybe a public channel) never sees an error's text, which can carry
-        configuration values (a URL with its key); the log has it, masked."""
-        kernel = self._kernel
-        command = text.strip().split(maxsplit=1)[0].lower() if text.lstrip().startswith("/") else ""
-        if command in ("/new", "/reset"):
-            await asyncio.to_thread(session.reset, command.lstrip("/"))
-            return "Started a new conversation."
-        if command:
-            return await kernel.commands.arun(
-                text.strip(), session_id=session.session_id, platform=platform, user_id=user
-            )
-        try:
-            result = await session.arun(text)
-        except Exception as exc:
-            kernel.log.warning("gateway_turn_failed", platform=platform, error=describe(exc))
-            return FAILED_REPLY.format(error=type(exc).__name__)
-        return result.reply
+    # -- the conversations (see Conversations) ---------------------------------------------
+
+    async def respond(self, platform: str, session: AgentSession, text: str, user: str | None) -> str | None:
+        """The reply to ``text`` in ``session`` (see :meth:`Conversations.respond`)."""
+        return await self.conversations.respond(platform, session, text, user)
 
     async def session_for(
         self,
@@ -595,130 +356,29 @@ class Gateway:
         refresh: bool = False,
         state: SessionState | object | None = NOT_READ,
     ) -> AgentSession:
-        """The session of ``(platform, chat)``: the one in memory, else one continuing the store's state.
-
-        ``refresh`` reads the store even when one is in memory (a worker taking a chat: another may have
-        answered it since); ``state`` is the store's record when the caller read it already.  A state
-        finalized at a stop goes on under a new session id, with its history.
-        """
-        from ..agent import DEFAULT_SYSTEM_PROMPT, AgentSession
-
-        key = (platform, chat)
-        session = self.sessions.get(key)
-        if session is not None and not session.closed and not refresh:
-            return session
-        if state is NOT_READ:
-            state = await self.store.load(chat_key(platform, chat)) if self.store is not None else None
-        if state is not None and not isinstance(state, SessionState):
-            raise TypeError(f"session_for: state must be a SessionState or None, not {type(state).__name__}")
-        if state is not None and state.finalized:
-            state = SessionState(session_id="", messages=state.messages, turns=0)
-        wanted = state.session_id if state is not None else None
-        if session is None or session.closed or (wanted and session.session_id != wanted):
-            if session is not None:
-                session.release()
-            kernel = self._kernel
-            spec = next((s for s in kernel.platforms.all() if s.name == platform), None)
-            hint = spec.platform_hint if spec is not None else ""
-            base = str(section(kernel.config, "agent", "system_prompt") or DEFAULT_SYSTEM_PROMPT)
-            prompt = f"{base}\n\n{hint}" if hint else base
-            session = AgentSession(
-                kernel, session_id=wanted or None, platform=platform, system_prompt=prompt, sender_id=user
-            )
-        elif state is None:
-            # The store forgot the chat (a new store, or an unreadable record): start over here too.
-            session.messages, session.turns = [], 0
-        if state is not None:
-            session.messages, session.turns = state.messages, state.turns
-        self.sessions.pop(key, None)
-        self.sessions[key] = session  # the most recent last
-        if self.broker is not None and len(self.sessions) > WORKER_SESSION_CACHE:
-            oldest = next(iter(self.sessions))
-            self.sessions.pop(oldest).release()
-        return session
+        """The session of ``(platform, chat)`` (see :meth:`Conversations.session_for`)."""
+        return await self.conversations.session_for(platform, chat, user, refresh=refresh, state=state)
 
     def session_state(self, session: AgentSession, *, finalized: bool = False) -> SessionState:
-        return SessionState(session.session_id, session.messages, session.turns, finalized)
+        return self.conversations.session_state(session, finalized=finalized)
 
-    async def _persist(self, key: tuple[str, str], session: AgentSession, *, finalized: bool = False) -> None:
-        """Save the chat's state in the store; a state that cannot be saved is logged, the chat goes on."""
-        if self.store is None:
-            return
-        try:
-            await self.store.save(chat_key(*key), self.session_state(session, finalized=finalized))
-        except (SessionStoreError, BrokerError, OSError, sqlite3.Error) as exc:
-            self._kernel.log.warning(
-                "gateway_session_not_saved",
-                platform=key[0],
-                chat=key[1],
-                store=self.store.kind,
-                error=describe(exc),
-            )
+    # -- sending and delivering (see Platforms) ----------------------------------------------
 
     async def send(
         self, adapter: BasePlatformAdapter, chat_id: str, text: str, reply_to: str | None = None
     ) -> list[SendResult]:
         """Send ``text`` in pieces of at most the adapter's ``max_message_length``."""
-        results = []
-        for piece in split_message(text, adapter.max_message_length):
-            try:
-                result = await _call_send(adapter, chat_id, piece, reply_to)
-            except Exception as exc:
-                error = f"{type(exc).__name__}: {exc}"
-                self._kernel.log.warning("gateway_send_failed", platform=adapter.name, error=error)
-                result = SendResult(success=False, error=error)
-            results.append(result)
-        return results
+        return await self.platforms.send(adapter, chat_id, text, reply_to=reply_to)
 
     async def send_reply(
         self, adapter: BasePlatformAdapter, chat_id: str, text: str, reply_to: str | None = None
     ) -> str | None:
-        """Send a reply; while none of its pieces went through, try again (:data:`SEND_TRIES` in all).
-        ``None`` once sent, else the platform's last error (the caller keeps the reply)."""
-        error = "the platform refused it"
-        for attempt in range(SEND_TRIES):
-            if attempt:
-                await asyncio.sleep(0.5 * 2 ** (attempt - 1))
-            results = await self.send(adapter, chat_id, text, reply_to=reply_to)
-            if not results or any(result.success for result in results):
-                return None
-            error = str(results[-1].error or error)
-        return error
-
-    def _keep_undelivered(self, platform: str, chat: str, message_id: Any, reply: str, error: str) -> None:
-        """A reply the platform never took: logged and appended to ``gateway/undelivered.jsonl``."""
-        path = self._kernel.home / "gateway" / "undelivered.jsonl"
-        record = json.dumps(
-            {"platform": platform, "chat_id": chat, "reply_to": message_id, "text": reply, "error": error}
-        )
-        kept: str | None = str(path)
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            if path.exists() and path.stat().st_size + len(record) > UNDELIVERED_BYTES:
-                kept = None
-            else:
-                with path.open("a", encoding="utf-8") as out:
-                    out.write(record + "\n")
-        except OSError:
-            kept = None
-        self._kernel.log.warning(
-            "gateway_reply_undeliverable",
-            platform=platform,
-            chat=chat[:200],
-            message=str(message_id)[:200],
-            error=error[:500],
-            tries=SEND_TRIES,
-            kept_in=kept or f"nowhere: {path} is full or cannot be written",
-        )
-
-    # -- delivery to a home channel ----------------------------------------------------------
+        """Send a reply, tried again while none of it went through; ``None`` once sent, else the error."""
+        return await self.platforms.send_reply(adapter, chat_id, text, reply_to=reply_to)
 
     def home_channel(self, spec: PlatformSpec, config: PlatformConfig | None = None) -> str | None:
         """Where deliveries go: ``$<cron_deliver_env_var>``, else the platform's ``home_channel``."""
-        environ = self._kernel.environ
-        if spec.cron_deliver_env_var and environ.get(spec.cron_deliver_env_var):
-            return environ[spec.cron_deliver_env_var]
-        return config.home_channel if config is not None else None
+        return self.platforms.home_channel(spec, config)
 
     def deliver(self, platform: str, text: str, *, timeout: float = 60.0) -> list[SendResult]:
         """Send ``text`` to the home channel of ``platform``.
@@ -728,56 +388,11 @@ class Gateway:
         disconnects it afterwards.  Raises :class:`GatewayError` when the
         platform is unknown, not enabled or has no home channel.
         """
-        spec, config, chat = self._delivery(platform)
-        adapter = self.adapters.get(platform)
-        loop = self._loop
-        if adapter is not None and loop is not None and loop.is_running():
-            if _running_loop() is loop:
-                raise GatewayError(
-                    "deliver() would block the gateway's own loop: use await k.gateway.adeliver()"
-                )
-            future = asyncio.run_coroutine_threadsafe(self.send(adapter, chat, text), loop)
-            return future.result(timeout)
-        if _running_loop() is not None:
-            raise GatewayError("deliver() cannot run inside an event loop: use await k.gateway.adeliver()")
-        return asyncio.run(self._deliver_once(spec, config, chat, text))
+        return self.platforms.deliver(platform, text, timeout=timeout)
 
     async def adeliver(self, platform: str, text: str) -> list[SendResult]:
         """As :meth:`deliver`, from a coroutine (on the gateway's loop, or any other)."""
-        spec, config, chat = self._delivery(platform)
-        adapter = self.adapters.get(platform)
-        if adapter is not None and self._loop is asyncio.get_running_loop():
-            return await self.send(adapter, chat, text)
-        if adapter is not None and self._loop is not None and self._loop.is_running():
-            future = asyncio.run_coroutine_threadsafe(self.send(adapter, chat, text), self._loop)
-            return await asyncio.wrap_future(future)
-        return await self._deliver_once(spec, config, chat, text)
-
-    def _delivery(self, platform: str) -> tuple[PlatformSpec, PlatformConfig, str]:
-        """The platform, its config and its home channel; :class:`GatewayError` saying what is missing."""
-        spec = self._kernel.platforms.get(platform)
-        config, _source, reason = self.platform_config(spec)
-        if config is None:
-            raise GatewayError(f"platform '{platform}' cannot deliver: {reason}")
-        chat = self.home_channel(spec, config)
-        if not chat:
-            where = f"${spec.cron_deliver_env_var} or " if spec.cron_deliver_env_var else ""
-            raise GatewayError(
-                f"platform '{platform}' has no home channel: "
-                f"set {where}gateway.platforms.{platform}.home_channel"
-            )
-        return spec, config, chat
-
-    async def _deliver_once(
-        self, spec: PlatformSpec, config: PlatformConfig, chat: str, text: str
-    ) -> list[SendResult]:
-        adapter = self.make_adapter(spec, config)
-        if not await _call_connect(adapter, False):
-            raise GatewayError(f"platform '{spec.name}': connect() returned False")
-        try:
-            return await self.send(adapter, chat, text)
-        finally:
-            await adapter.disconnect()
+        return await self.platforms.adeliver(platform, text)
 
 
 def open_broker(settings: BrokerSettings, *, log: Any = None) -> Broker:
@@ -790,63 +405,6 @@ def open_broker(settings: BrokerSettings, *, log: Any = None) -> Broker:
             f"({exc})"
         ) from None
     return RedisBroker(settings, log=log)
-
-
-def _watched(adapter: BasePlatformAdapter) -> bool:
-    """Whether the gateway reconnects this adapter when it drops (not when it does so itself)."""
-    return not getattr(adapter, "reconnects_itself", False)
-
-
-def split_message(text: str, limit: int) -> list[str]:
-    """``text`` in pieces of at most ``limit`` characters, cut at line ends, then spaces, when possible."""
-    text = text.strip()
-    if limit <= 0 or len(text) <= limit:
-        return [text] if text else []
-    pieces = []
-    while len(text) > limit:
-        cut = text.rfind("\n", 0, limit + 1)
-        if cut <= 0:
-            cut = text.rfind(" ", 0, limit + 1)
-        if cut <= 0:
-            cut = limit
-        pieces.append(text[:cut].rstrip())
-        # Drop the line break or space cut at, keep the next line's indentation.
-        text = text[cut:]
-        text = text[1:] if text[:1] == "\n" else text.lstrip(" ")
-    if text:
-        pieces.append(text)
-    return [p for p in pieces if p]
-
-
-def _running_loop() -> asyncio.AbstractEventLoop | None:
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
-
-
-async def _call_connect(adapter: BasePlatformAdapter, is_reconnect: bool) -> bool:
-    """``adapter.connect()``, passing ``is_reconnect`` only to adapters that take it (the seed's does not)."""
-    params = inspect.signature(adapter.connect).parameters
-    takes = "is_reconnect" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
-    result = adapter.connect(is_reconnect=is_reconnect) if takes else adapter.connect()
-    if inspect.isawaitable(result):
-        result = await result
-    return result is not False
-
-
-async def _call_send(
-    adapter: BasePlatformAdapter, chat_id: str, text: str, reply_to: str | None
-) -> SendResult:
-    """``adapter.send(chat_id, text)``, with ``reply_to`` only for adapters that take it."""
-    params = inspect.signature(adapter.send).parameters
-    takes = "reply_to" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
-    result = adapter.send(chat_id, text, reply_to=reply_to) if takes else adapter.send(chat_id, text)
-    if inspect.isawaitable(result):
-        result = await result
-    if isinstance(result, SendResult):
-        return result
-    return SendResult(success=result is not False, raw_response=result)
 
 
 async def _dispatch_decision(kernel: Kernel, event: MessageEvent, gateway: Gateway) -> tuple[str, Any] | None:

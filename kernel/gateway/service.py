@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from ..core.context import _live
+from ..core.context import ServiceContext, _live
 from ..core.services import serviceimpl
 from .registry import PlatformRegistry
 
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from ..core.records import _Record
 
 
-class Context:
+class Context(ServiceContext):
     """The ``ctx.register_platform`` member of the platforms service."""
 
     @_live
@@ -43,7 +43,7 @@ class Context:
         ``PlatformConfig``.  Keywords the kernel does not know are kept in the
         platform's ``extra``.  A taken name raises ``ValueError``.
         """
-        from ..gateway.registry import PlatformSpec
+        from .registry import PlatformSpec
 
         if not isinstance(name, str) or not name.strip():
             raise ValueError(f"register_platform: the name must be a non-empty string, not {name!r}")

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..core.safe_yaml import json_text_size
+from ..base.safe_yaml import json_text_size
 
 #: The largest state a store keeps (its JSON, in UTF-8 bytes); a bigger one is not saved (and logged).
 MAX_STATE_BYTES = 32 * 1024 * 1024

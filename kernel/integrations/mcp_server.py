@@ -44,7 +44,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
         "kernel.integrations.mcp_server needs the MCP SDK: pip install 'hermes-kernel[mcp]'"
     ) from exc
 
-from ..core.markers import __version__
+from ..hookspecs import __version__
 from ..host import HostSession
 from ..tools import is_error_result
 

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.data import copy_data
+from ..base.data import copy_data
 from ..tools.middleware import acall_model, call_model
 from ..tools.registry import multimodal_text
 from .results import ChatResult

@@ -7,8 +7,8 @@ from abc import ABC, abstractmethod
 from typing import Any
 
 # Served to context engines under Hermes' module (agent.context_engine).
-from ..core.data import MEMORY_CONTEXT_MAX_CHARS as MEMORY_CONTEXT_MAX_CHARS
-from ..core.data import sanitize_memory_context as sanitize_memory_context
+from ..base.data import MEMORY_CONTEXT_MAX_CHARS as MEMORY_CONTEXT_MAX_CHARS
+from ..base.data import sanitize_memory_context as sanitize_memory_context
 
 
 class ContextEngine(ABC):

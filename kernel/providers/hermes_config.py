@@ -27,7 +27,7 @@ NAME_KEYS = ("model", "default", "name")
 #: How much of a hostile name an error message shows.
 SHOWN_CHARS = 60
 #: What a name may not hold: control characters, line and paragraph separators, bidi overrides, halves
-#: of surrogate pairs (the same rule as config.yaml's check, kernel.core.config_schema).
+#: of surrogate pairs (the same rule as config.yaml's check, kernel.base.schema).
 _UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 

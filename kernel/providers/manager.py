@@ -7,8 +7,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..base.config import ConfigNote, section
 from ..core.callbacks import describe, propagates
-from ..core.config import ConfigNote, section
 from ..core.watchdog import SharedRLock
 from ..tools import ToolRegistrationError
 from .context_engine import ContextEngine
@@ -470,7 +470,7 @@ class ProviderManager:
         ok, reason = profile.availability(config, self._kernel.environ)
         endpoint = ""
         if profile.api_mode != "scripted":
-            from ..core.log import mask_urls
+            from ..base.log import mask_urls
 
             endpoint = mask_urls(str(profile.credentials(config, self._kernel.environ)[1] or ""))
         return ProviderStatus("model_provider", profile.name, plugin, active, ok, reason, endpoint)

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from ..core.safe_yaml import load_json
+from ..base.safe_yaml import load_json
 from .results import ToolCall, Usage, _excerpt
 
 #: The largest response body read; a larger one is a malformed response (and is not kept in memory).

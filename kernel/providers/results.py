@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
-from ..core.safe_yaml import DataRefused, load_json
+from ..base.safe_yaml import DataRefused, load_json
 
 # How much of a non-JSON error body goes into an error message.
 _BODY_EXCERPT = 300

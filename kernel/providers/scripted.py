@@ -42,7 +42,7 @@ from typing import Any
 
 import yaml
 
-from ..core.safe_yaml import load_yaml
+from ..base.safe_yaml import load_yaml
 from .calls import ApiCall, MiddlewareCalls, afire, fire
 from .results import ChatResult, ProviderError, ToolCall, Usage
 

@@ -15,7 +15,7 @@ import weakref
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
 
-from ..core import hookspecs
+from .. import hookspecs
 from ..core.callbacks import describe
 from ..core.context import PluginContext, _live
 from ..core.plugin_manager import PluginError

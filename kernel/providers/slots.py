@@ -7,7 +7,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.hookspecs import SLOT_HOOKS
+from ..hookspecs import SLOT_HOOKS
 
 # The four slots with a hookspec, then those only ``ctx.register_*`` fills (Hermes has no hook for them).
 SLOTS = (*SLOT_HOOKS.values(), "web_search", "video_gen", "tts", "transcription")

@@ -53,7 +53,7 @@ from typing import Any
 import httpx
 import tenacity
 
-from ..core.safe_yaml import DataRefused, load_json
+from ..base.safe_yaml import DataRefused, load_json
 from .calls import ApiCall, MiddlewareCalls, afire, fire, send_tool_parts
 from .parsing import (
     MAX_RESPONSE_BYTES,

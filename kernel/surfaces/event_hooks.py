@@ -22,9 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from ..base.safe_yaml import MAX_HOOK_BYTES, read_yaml, yaml_problem
 from ..core.hooks import plugin_order
-from ..core.manifest import yaml_problem
-from ..core.safe_yaml import MAX_HOOK_BYTES, read_yaml
 from ..core.services import serviceimpl
 from . import SurfaceError, load_surface
 

@@ -10,8 +10,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..base.safe_yaml import data_problem
 from ..core.hooks import Callback, Request, describe, propagates, safe_text
-from ..core.safe_yaml import data_problem
 
 if TYPE_CHECKING:
     from ..core.kernel import Kernel

@@ -16,10 +16,10 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..core.data import copy_data
+from ..base.data import copy_data
+from ..base.safe_yaml import DataRefused, data_problem, load_json
 from ..core.hooks import adapt_hermes_callback, describe, plugin_order, propagates, safe_text
 from ..core.running import RUNNING, running_kernel
-from ..core.safe_yaml import DataRefused, data_problem, load_json
 from .decisions import MAX_ARGS_CHARS, MAX_ARGS_DEPTH, MAX_ARGS_VALUES, decide_tool_call
 from .middleware import OBSERVER_SCHEMA_VERSION, MiddlewareError
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from ..core.config import section
+from ..base.config import section
 from ..core.context import _live
 from ..core.services import serviceimpl
 from .middleware import MiddlewareRegistry
@@ -108,7 +108,7 @@ class Context:
         """Rewrite or wrap an operation of the kernel: ``tool_request``, ``tool_execution``,
         ``llm_request`` or ``llm_execution``.
 
-        See :mod:`kernel.middleware` for what each kind receives and returns.
+        See :mod:`kernel.tools.middleware` for what each kind receives and returns.
         """
         kernel, record = self._kernel, self._record
         item = kernel.middleware.add(record.name, kind, fn)

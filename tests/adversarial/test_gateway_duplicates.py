@@ -63,17 +63,17 @@ def test_a_duplicate_in_progress_waits_and_one_after_the_answer_gets_the_first_r
 
 def test_one_process_keeps_a_bounded_number_of_reply_bytes(tmp_path: Path) -> None:
     """The replies kept for duplicates are bounded in bytes: the oldest are forgotten first."""
-    from kernel.gateway import runner
+    from kernel.gateway import duplicates
 
     with Kernel(home=tmp_path / "home") as k:
-        gateway = k.gateway
-        size = runner.KEPT_REPLY_BYTES // 4 + 1
+        recent = k.gateway.recent
+        size = duplicates.KEPT_REPLY_BYTES // 4 + 1
         for n in range(8):
-            gateway._seen_before("p", "c", f"m{n}")
-            gateway._keep_reply("p", "c", f"m{n}", "x" * size)
-        kept = [n for n in range(8) if gateway._kept_reply("p", "c", f"m{n}") is not None]
+            recent.seen_before("p", "c", f"m{n}")
+            recent.keep_reply("p", "c", f"m{n}", "x" * size)
+        kept = [n for n in range(8) if recent.kept_reply("p", "c", f"m{n}") is not None]
         assert kept == [5, 6, 7]
-        assert gateway._kept_bytes <= runner.KEPT_REPLY_BYTES
+        assert recent.kept_bytes <= duplicates.KEPT_REPLY_BYTES
 
 
 def _turn_log(home: Path) -> Path:

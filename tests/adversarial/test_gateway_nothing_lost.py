@@ -26,7 +26,7 @@ from test_gateway import ChatClient, ChatServer, platform_plugin, until
 from test_gateway_scale import ECHO_PLUGIN, Deployment, collect, log_text, no_more_replies, parse
 
 from kernel import Kernel
-from kernel.core.safe_yaml import utf8_size
+from kernel.base.safe_yaml import utf8_size
 from kernel.gateway.broker import MAX_REPLY_BYTES, Inbound, fit_reply
 from kernel.testing import write_script
 

@@ -10,7 +10,7 @@ import pytest
 from conftest import age, write_plugin
 
 from kernel import Kernel
-from kernel.core.state import MANIFESTS_FILE
+from kernel.base.state import MANIFESTS_FILE
 
 CODE = "def register(ctx):\n    ctx.register_hook('post_tool_call', lambda **kw: None)\n"
 pytestmark = pytest.mark.usefixtures("bundled")
@@ -82,8 +82,8 @@ def test_a_deeply_nested_plugin_state_file_is_ignored(home: Path) -> None:
 def test_a_broken_entry_points_cache_is_ignored(home: Path, tmp_path: Path, content: bytes) -> None:
     """The remembered entry points are read like every cache: a broken, bottomless or foreign file is no
     cache (the distributions are scanned), never a crash."""
-    from kernel.core.discovery import scan_entry_points
-    from kernel.core.log import LazyLogger
+    from kernel.base.log import LazyLogger
+    from kernel.core.loader.discovery import scan_entry_points
 
     cache = tmp_path / "entry-points.json"
     cache.write_bytes(content)

@@ -20,7 +20,7 @@ from conftest import CLI, cli_env, write_plugin
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kernel.core.settings import update_config
+from kernel.base.yamledit import update_config
 
 ALIASED = "base: &base\n  x: 1\n  opts:\n    deep: a\nci: *base\nchild:\n  <<: *base\n  y: 2\n"
 

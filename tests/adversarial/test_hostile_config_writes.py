@@ -25,10 +25,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kernel import Kernel
-from kernel.core.config import load_config
-from kernel.core.config_schema import SCHEMA, check_config
-from kernel.core.safe_yaml import MAX_CONFIG_BYTES
-from kernel.core.settings import MAX_EDIT_BYTES, edited_yaml, update_config
+from kernel.base.config import load_config
+from kernel.base.safe_yaml import MAX_CONFIG_BYTES
+from kernel.base.schema import SCHEMA, check_config
+from kernel.base.yamledit import MAX_EDIT_BYTES, edited_yaml, update_config
 
 DEADLOCK = 120
 # Nine levels of ten aliases: 10**9 values once expanded.

@@ -22,7 +22,7 @@ import yaml
 from conftest import CLI, cli_env
 
 from kernel import Kernel
-from kernel.safe_yaml import MAX_NODES, load_yaml
+from kernel.base.safe_yaml import MAX_NODES, load_yaml
 
 # Nine levels of ten aliases: 10**9 values once expanded.
 BOMB = "\n".join(

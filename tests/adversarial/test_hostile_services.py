@@ -15,7 +15,7 @@ from conftest import write_plugin
 
 from kernel import Kernel
 from kernel.core.services import Service
-from kernel.services import BUILTIN_SERVICES
+from kernel.defaults import BUILTIN_SERVICES
 
 pytestmark = pytest.mark.usefixtures("bundled")
 

@@ -19,7 +19,7 @@ import pytest
 from conftest import agent_log, run_cli
 
 from kernel import Kernel
-from kernel.log import RECORD_HEAD, format_traceback
+from kernel.base.log import RECORD_HEAD, format_traceback
 
 TOKEN = "tok-VALUE-31337"
 

@@ -24,7 +24,7 @@ from redis_server import RedisServer
 from test_gateway import ChatClient, ChatServer, platform_plugin
 from test_gateway_scale import run, serve, stop
 
-from kernel.core.safe_yaml import json_text_size, utf8_size
+from kernel.base.safe_yaml import json_text_size, utf8_size
 from kernel.gateway.broker import MAX_MESSAGE_BYTES, Inbound, Outbound
 from kernel.gateway.sessions import MAX_STATE_BYTES, SessionState, SessionStoreError
 from kernel.testing import write_script

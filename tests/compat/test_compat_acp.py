@@ -24,7 +24,7 @@ from local_server import LocalServer, Reply, Seen
 
 from kernel import Kernel
 from kernel.agent import AgentSession
-from kernel.decisions import ApprovalRequest
+from kernel.tools.decisions import ApprovalRequest
 
 PACKAGE = "acp-hermes"
 TOKEN = "gsk_test_compat"

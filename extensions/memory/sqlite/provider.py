@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from kernel.config import resolve_home
+from kernel.base.config import resolve_home
 from kernel.providers import MemoryProvider
 
 from .store import (

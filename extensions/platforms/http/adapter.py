@@ -33,7 +33,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 from urllib.parse import parse_qsl, unquote
 
-from kernel.core.safe_yaml import utf8_size
+from kernel.base.safe_yaml import utf8_size
 from kernel.gateway import BasePlatformAdapter, MessageEvent, MessageType, SendResult, SessionSource
 from kernel.gateway.config import PlatformConfig
 

@@ -18,7 +18,7 @@ import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ...core.config import resolve_home
+from ...base.config import resolve_home
 from .. import host
 
 if TYPE_CHECKING:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ... import llm as _llm
-from ...core.config import section
+from ...base.config import section
 from ...llm import (
     PluginLlmCompleteResult,
     PluginLlmError,

@@ -23,9 +23,9 @@ from typing import Any
 
 import yaml
 
-from ...core.config import load_config as _read_config
-from ...core.config import read_dotenv
-from ...core.environ import process_value
+from ...base.config import load_config as _read_config
+from ...base.config import read_dotenv
+from ...base.environ import process_value
 from .. import host
 from . import current_kernel, hermes_home, home_to_write
 
@@ -59,7 +59,7 @@ def get_hermes_home() -> Path:
 def load_config() -> dict[str, Any]:
     """The configuration as a plain dict the caller may change (a deep copy, in which what a YAML
     alias shares is a copy at each place: a change at one path is saved at that path only)."""
-    from ...core.settings import unshared
+    from ...base.yamledit import unshared
 
     kernel = current_kernel()
     if kernel is not None:
@@ -107,7 +107,7 @@ def save_config(
         yaml.safe_dump(data)
     except yaml.YAMLError as exc:
         raise ValueError(f"save_config: the configuration cannot be stored in YAML: {exc}") from None
-    from ...core.settings import update_config
+    from ...base.yamledit import update_config
 
     def replace(current: dict[str, Any]) -> None:
         new = _deep_merge(current, data) if merge_existing else data
@@ -144,7 +144,7 @@ def save_env_value(key: str, value: str) -> None:
     """Set ``key`` in ``<home>/.env`` (other lines kept, mode 0600) and in this process's environment."""
     if not isinstance(key, str) or not _ENV_NAME.match(key):
         raise ValueError(f"save_env_value: {key!r} is not a valid environment variable name")
-    from ...core.settings import write_env
+    from ...base.yamledit import write_env
 
     home, _kernel = home_to_write("hermes_cli.config.save_env_value")
     text = str(value)
@@ -166,7 +166,7 @@ def remove_env_value(key: str) -> bool:
         raise ValueError(f"remove_env_value: {key!r} is not a valid environment variable name")
     from dotenv.parser import parse_stream
 
-    from ...core.settings import atomic_write, file_lock
+    from ...base.yamledit import atomic_write, file_lock
 
     home, _kernel = home_to_write("hermes_cli.config.remove_env_value")
     path = home / ".env"

@@ -13,7 +13,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from ...core.config import profile_name
+from ...base.config import profile_name
 from . import hermes_home
 
 __all__ = [

@@ -640,6 +640,6 @@ def _leaf(exc: BaseException | None) -> BaseException | None:
 
 
 def _version() -> str:
-    from ...core.markers import __version__
+    from ...hookspecs import __version__
 
     return __version__

@@ -140,7 +140,7 @@ def test_kwargs(event: str, tool_name: str | None = None, payload: Any = None) -
     hook's keyword arguments, or a stdin payload as a hook received it
     (``hook_event_name``, ``tool_input``, ``extra``...).  ``tool_name`` wins over both.
     """
-    from ...core import hookspecs
+    from ... import hookspecs
 
     spec = getattr(hookspecs, event, None)
     kwargs: dict[str, Any] = dict.fromkeys(inspect.signature(spec).parameters) if callable(spec) else {}

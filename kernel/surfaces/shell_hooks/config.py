@@ -10,7 +10,7 @@ import shlex
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ...core.hookspecs import SLOT_HOOKS
+from ...hookspecs import SLOT_HOOKS
 
 # --------------------------------------------------------------------------- parsing
 from .common import _ENTRY_KEYS, DEFAULT_TIMEOUT, MAX_TIMEOUT, MIN_TIMEOUT, RESERVED_KEYS, TOOL_EVENTS

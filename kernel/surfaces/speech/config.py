@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ...core.config import section
+from ...base.config import section
 from .common import (
     _CONTROL,
     AUDIO_FORMATS,

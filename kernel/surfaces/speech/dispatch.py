@@ -41,7 +41,7 @@ class Found:
 
 def offered(kernel: Kernel, kind: str) -> dict[str, Any]:
     """The providers plugins offer for ``kind`` (``tts``/``stt``), by name; none before any was offered."""
-    if "providers" not in kernel.services:  # no plugin offered a provider of any slot
+    if "providers" not in kernel.defaults:  # no plugin offered a provider of any slot
         return {}
     return kernel.slots.providers(PLUGIN_SLOTS[kind])
 

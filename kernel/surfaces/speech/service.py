@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ...core.config import read_dotenv, section
+from ...base.config import read_dotenv, section
 from .. import end_process_group
 from . import dispatch
 from .common import AUDIO_FORMATS, KILL_GRACE, LEGACY_ENV, LEGACY_NAME, SHELL, SpeechError

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    pass
+    import yaml
 
 # Values a document may expand to once its aliases are resolved.
 MAX_NODES = 100_000
@@ -251,3 +251,12 @@ def json_text_size(text: str | bytes) -> int:
     text, two = _TWO_BYTE_ESCAPE.subn("", text)
     text, three = _THREE_BYTE_ESCAPE.subn("", text)
     return size - 8 * pairs - 4 * two - 3 * three - 5 * _DEL_ESCAPE.subn("", text)[1]
+
+
+def yaml_problem(exc: yaml.YAMLError) -> str:
+    """A one-line description of a YAML error with its line and column."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or " ".join(str(exc).split())
+    if mark is not None:
+        return f"{problem} (line {mark.line + 1}, column {mark.column + 1})"
+    return problem

@@ -19,13 +19,12 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
-from . import watchdog
-from .context import PluginContext, loading
-from .discovery import Candidate
-from .hooks import describe, plugin_order, propagates, safe_text
-from .markers import PROJECT_NAME
-from .plugin_manager import PluginError, PluginHandle
-from .records import (
+from ...hookspecs import PROJECT_NAME
+from .. import watchdog
+from ..context import PluginContext, loading
+from ..hooks import describe, plugin_order, propagates, safe_text
+from ..plugin_manager import PluginError, PluginHandle
+from ..records import (
     BLOCKED,
     DISABLE_VARIABLE,
     DISABLED_FOR_RUN,
@@ -36,6 +35,7 @@ from .records import (
     _Record,
     not_enabled_error,
 )
+from .discovery import Candidate
 
 if TYPE_CHECKING:
     pass

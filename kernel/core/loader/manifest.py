@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .safe_yaml import MAX_MANIFEST_BYTES, load_yaml, read_bounded
+from ...base.safe_yaml import MAX_MANIFEST_BYTES, load_yaml, read_bounded, yaml_problem
 
 if TYPE_CHECKING:
-    import yaml
+    pass
 
 MANIFEST_NAMES = ("plugin.yaml", "plugin.yml")
 
@@ -86,7 +86,7 @@ def find_manifest(directory: Path) -> Path | None:
 def load_manifest(path: Path, default_name: str, cache: Any = None) -> Manifest:
     """Read and validate ``path``; raise :class:`ManifestError` on any problem.
 
-    ``cache`` (a :class:`~kernel.core.state.ManifestCache`) answers for a file
+    ``cache`` (a :class:`~kernel.base.state.ManifestCache`) answers for a file
     that has not changed since it was last parsed.
     """
     stat = None
@@ -248,12 +248,3 @@ def _env_list(data: dict, key: str, path: Path) -> tuple[EnvVar, ...]:
 
 def _type(value: Any) -> str:
     return "null" if value is None else type(value).__name__
-
-
-def yaml_problem(exc: yaml.YAMLError) -> str:
-    """A one-line description of a YAML error with its line and column."""
-    mark = getattr(exc, "problem_mark", None)
-    problem = getattr(exc, "problem", None) or " ".join(str(exc).split())
-    if mark is not None:
-        return f"{problem} (line {mark.line + 1}, column {mark.column + 1})"
-    return problem

@@ -7,8 +7,8 @@ Nothing in this list is imported until a kernel needs it.
 
 from __future__ import annotations
 
-from .core.hookspecs import SLOT_HOOKS
 from .core.services import Service
+from .hookspecs import SLOT_HOOKS
 
 _PROVIDER_MEMBERS = tuple(
     f"register_{slot}"

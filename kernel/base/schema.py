@@ -15,7 +15,7 @@ Sections that a plugin owns (``plugins.entries.<id>.settings`` and ``.config``, 
 those whose service checks them itself, with its own messages (``hooks``, ``mcp_servers``,
 ``tts``, ``stt``, ``plugins.disabled``...), are never flagged here.  Messages name keys, never
 values that could be secrets.  The kernel imports this module only when a ``config.yaml`` it has not
-checked before is loaded (the result is cached by content: see :mod:`kernel.core.config`).
+checked before is loaded (the result is cached by content: see :mod:`kernel.base.config`).
 
 Keywords of our own in the schema (ignored by ``jsonschema``): ``x-expected`` (what a value must be,
 completing "must be ..."), ``x-example`` (a line that is right), ``x-unknown`` (``"lenient"``: report

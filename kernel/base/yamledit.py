@@ -13,8 +13,7 @@ from typing import Any, TypeVar
 
 from . import safe_yaml
 from .config import section
-from .manifest import yaml_problem
-from .safe_yaml import MAX_CONFIG_BYTES, data_problem, load_yaml, read_bounded
+from .safe_yaml import MAX_CONFIG_BYTES, data_problem, load_yaml, read_bounded, yaml_problem
 
 _SEGMENT = re.compile(r"^[A-Za-z0-9_-]+$")
 _MISSING = object()

@@ -1,7 +1,7 @@
 """The plugin list of the last ``load()``, kept so that ``plugins list`` need not import plugin code.
 
 After a load, the kernel writes ``<home>/cache/plugins-state.json``: the
-:class:`~kernel.kernel.PluginInfo` records and a fingerprint of everything
+:class:`~kernel.core.kernel.PluginInfo` records and a fingerprint of everything
 the outcome depends on (each plugin directory's files, entry points,
 the effective config, which ``requires_env`` variables are set, the kernel's
 version).  A later listing recomputes the fingerprint from discovery alone,

@@ -10,8 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from . import state
-from .manifest import yaml_problem
-from .safe_yaml import MAX_CONFIG_BYTES, MAX_DOTENV_BYTES, load_yaml, read_bounded
+from .safe_yaml import MAX_CONFIG_BYTES, MAX_DOTENV_BYTES, load_yaml, read_bounded, yaml_problem
 
 TRUTHY = frozenset({"1", "true", "yes", "on"})
 
@@ -42,7 +41,7 @@ def load_config(
 
     Never raises: a missing file is an empty config; an unreadable or malformed
     one is reported in the returned problem list and ignored.  With ``check``, the
-    file is also checked against its schema (:mod:`kernel.core.config_schema`):
+    file is also checked against its schema (:mod:`kernel.base.schema`):
     each unknown key or wrong value is a :class:`ConfigNote` in the problem list.
     A parse or a check that could not be remembered yet (no cache folder) leaves in
     ``later`` the call that remembers it, for when the kernel writes its caches.
@@ -129,7 +128,7 @@ def _checked(
     found = state.cached_check(home, key)
     if found is None:
         try:
-            from .config_schema import check_config
+            from .schema import check_config
 
             found = check_config(data, str(path))
         except Exception as exc:  # the check must never stop a start

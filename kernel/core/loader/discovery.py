@@ -77,7 +77,7 @@ def bundled_root() -> Path:
 def scan_root(root: Path, source: str, log: Any, cache: Any = None) -> list[Candidate]:
     """Plugin directories under ``root``: flat ones and one level of categories.
 
-    ``cache`` (a :class:`~kernel.core.state.ManifestCache`) spares parsing manifests that did not change.
+    ``cache`` (a :class:`~kernel.base.state.ManifestCache`) spares parsing manifests that did not change.
     """
     if not root.is_dir():
         log.debug("source_missing", source=source, root=str(root))
@@ -259,7 +259,7 @@ def _installed_signature(scope: list[str] | None = None) -> list[Any] | None:
     import sys
     import time
 
-    from .state import RACY_NS
+    from ...base.state import RACY_NS
 
     now = time.time_ns()
     out: list[Any] = [sys.version, scope]
@@ -287,7 +287,7 @@ def _installed_signature(scope: list[str] | None = None) -> list[Any] | None:
 
 
 def _cached_rows(cache: Path, signature: list[Any] | None, groups: tuple[str, ...]) -> list[Any] | None:
-    from .state import read_cache
+    from ...base.state import read_cache
 
     data = read_cache(cache) if signature is not None else None
     if data is None or data.get("signature") != signature or data.get("groups") != list(groups):
@@ -304,7 +304,7 @@ def _cached_rows(cache: Path, signature: list[Any] | None, groups: tuple[str, ..
 def _save_rows(cache: Path, signature: list[Any], groups: tuple[str, ...], rows: list[Any]) -> None:
     import json
 
-    from .state import FORMAT, write_atomic
+    from ...base.state import FORMAT, write_atomic
 
     data = {
         "format": FORMAT,
