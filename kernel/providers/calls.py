@@ -134,6 +134,14 @@ class MiddlewareCalls:
 
     hooks: Any
 
+    def _complete(self, messages: Sequence[Mapping[str, Any]], **kwargs: Any) -> ChatResult:
+        """Ask the model itself (each transport's own)."""
+        raise NotImplementedError
+
+    async def _acomplete(self, messages: Sequence[Mapping[str, Any]], **kwargs: Any) -> ChatResult:
+        """As :meth:`_complete`, awaiting the model."""
+        raise NotImplementedError
+
     def complete(self, messages: Sequence[Mapping[str, Any]], **kwargs: Any) -> ChatResult:
         """Ask the model, through the kernel's ``llm_request`` / ``llm_execution`` middleware."""
         return call_model(self.hooks, self._complete, messages, kwargs)

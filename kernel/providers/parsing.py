@@ -1,18 +1,106 @@
-"""Reading a chat-completions response: content, tool calls, usage and prices, error bodies, size caps."""
+"""Reading a chat-completions response: the result or the failure, content, tool calls, usage and prices,
+error bodies, size caps."""
 
 from __future__ import annotations
 
 import email.utils
 import json
 from collections.abc import AsyncIterator, Iterator, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from ..base.safe_yaml import load_json
-from .results import ToolCall, Usage, _excerpt
+from ..base.safe_yaml import DataRefused, load_json
+from .results import ChatResult, ToolCall, Usage, _excerpt
 
 #: The largest response body read; a larger one is a malformed response (and is not kept in memory).
 MAX_RESPONSE_BYTES = 32 * 1024 * 1024
+
+# --------------------------------------------------------------------------
+# One response: the result or the failure
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One HTTP response as read: the status, the headers, the body (``None``: over the size cap, unread)."""
+
+    status: int
+    headers: Mapping[str, str]
+    content: bytes | None
+
+
+@dataclass(frozen=True)
+class BadReply:
+    """Why a response is not a result; the transport makes it a ``ProviderError`` (its text prefixed)."""
+
+    message: str
+    status_code: int
+    retryable: bool = False
+    retry_after: float | None = None
+    malformed: bool = False
+
+
+def read_reply(
+    reply: Reply, *, model: str, provider: str, prices: Mapping[str, float] | None
+) -> ChatResult | BadReply:
+    """The result of a response to a request for ``model``, or why there is none."""
+    status, content = reply.status, reply.content
+    if status >= 400:
+        retryable = status == 429 or status >= 500
+        message = f"HTTP {status}"
+        detail = _error_message(content) if content is not None else "(a body too large to read)"
+        if detail:
+            message += f": {detail}"
+        retry_after = _retry_after(reply.headers.get("retry-after")) if retryable else None
+        return BadReply(message, status, retryable=retryable, retry_after=retry_after)
+    if content is None:
+        return BadReply(
+            f"malformed response (HTTP {status}): the body is over {MAX_RESPONSE_BYTES:,} bytes; "
+            "it was not read",
+            status,
+            malformed=True,
+        )
+    try:
+        data = load_json(content, "the body")
+    except ValueError as exc:
+        detail = str(exc) if isinstance(exc, DataRefused) else f"the body is not JSON: {_excerpt(content)!r}"
+        return BadReply(f"malformed response (HTTP {status}): {detail}", status, malformed=True)
+    try:
+        return _result(data, model, provider, prices)
+    except _Malformed as exc:
+        return BadReply(f"malformed response (HTTP {status}): {exc}", status, malformed=True)
+
+
+def _result(data: Any, requested_model: str, provider: str, prices: Mapping[str, float] | None) -> ChatResult:
+    if not isinstance(data, dict):
+        raise _Malformed(f"expected a JSON object, got {type(data).__name__}")
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices:
+        detail = _error_message(data)
+        where = f"; the provider said: {detail}" if detail else ""
+        raise _Malformed(f"no 'choices' list in the body{where}")
+    choice = choices[0]
+    if not isinstance(choice, dict) or not isinstance(choice.get("message"), dict):
+        raise _Malformed("'choices[0].message' is not an object")
+    message = choice["message"]
+    text = _content_text(message.get("content"))
+    tool_calls = _tool_calls(message.get("tool_calls"))
+    finish_reason = choice.get("finish_reason")
+    if finish_reason is not None and not isinstance(finish_reason, str):
+        raise _Malformed(f"'finish_reason' must be a string, not {type(finish_reason).__name__}")
+    usage = _usage(data.get("usage"), prices)
+    model = data.get("model")
+    return ChatResult(
+        text=text,
+        tool_calls=tool_calls,
+        usage=usage,
+        model=model if isinstance(model, str) and model else requested_model,
+        provider=provider,
+        finish_reason=finish_reason,
+        raw=data,
+    )
+
 
 # --------------------------------------------------------------------------
 # Parsing helpers

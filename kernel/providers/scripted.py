@@ -43,7 +43,9 @@ from typing import Any
 import yaml
 
 from ..base.safe_yaml import load_yaml
-from .calls import ApiCall, MiddlewareCalls, afire, fire
+from .calls import ApiCall, MiddlewareCalls
+from .plan import Plan, Send, Wait, arun, run
+from .request import ChatRequest
 from .results import ChatResult, ProviderError, ToolCall, Usage
 
 __all__ = ["ScriptedTransport"]
@@ -279,91 +281,54 @@ class ScriptedTransport(MiddlewareCalls):
         )
         return result, delay
 
-    def _request(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        tools: Sequence[Mapping[str, Any]] | None,
-        temperature: float | None,
-        max_tokens: int | None,
-        extra_body: Mapping[str, Any] | None,
-    ) -> dict[str, Any]:
-        request: dict[str, Any] = {"model": self.model, "messages": [dict(m) for m in messages]}
-        if tools:
-            request["tools"] = [dict(t) for t in tools]
-        if temperature is not None:
-            request["temperature"] = temperature
-        if max_tokens is not None:
-            request["max_tokens"] = max_tokens
-        if extra_body:
-            request.update(extra_body)
-        request["script"] = str(self.path)
-        return request
+    def _request(self, request: ChatRequest) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self.model, "messages": [dict(m) for m in request.messages]}
+        if request.tools:
+            body["tools"] = [dict(t) for t in request.tools]
+        if request.temperature is not None:
+            body["temperature"] = request.temperature
+        if request.max_tokens is not None:
+            body["max_tokens"] = request.max_tokens
+        if request.extra_body:
+            body.update(request.extra_body)
+        body["script"] = str(self.path)
+        return body
 
-    def _api_call(
-        self, request: dict[str, Any], session_id: str | None, task_id: str | None, turn_id: Any = None
-    ) -> ApiCall:
-        return ApiCall(
-            session_id=session_id,
-            task_id=task_id,
-            turn_id=turn_id,
+    def _plan(self, request: ChatRequest) -> Plan:
+        """The next scripted turn, after its ``delay_s``, between the api hooks (the request is only
+        shown to them)."""
+        call = ApiCall(
+            session_id=request.session_id,
+            task_id=request.task_id,
+            turn_id=request.turn_id,
             model=self.model,
             provider=self.provider,
             base_url=None,
             api_mode=self.api_mode,
-            request=request,
+            request=self._request(request),
         )
-
-    def _complete(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        *,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-        session_id: str | None = None,
-        task_id: str | None = None,
-        extra_body: Mapping[str, Any] | None = None,
-        **context: Any,
-    ) -> ChatResult:
-        """The next scripted turn, after its ``delay_s`` (the other arguments are only shown to the hooks)."""
-        call = self._api_call(
-            self._request(messages, tools, temperature, max_tokens, extra_body),
-            session_id,
-            task_id,
-            context.get("turn_id"),
-        )
-        fire(self.hooks, call.pre())
-        result, delay = self._take(messages)
+        yield call.pre()
+        result, delay = self._take(request.messages)
         if delay:
-            time.sleep(delay)
-        fire(self.hooks, call.post(result))
+            yield Wait(delay)
+        yield call.post(result)
         return result
 
-    async def _acomplete(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        *,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-        session_id: str | None = None,
-        task_id: str | None = None,
-        extra_body: Mapping[str, Any] | None = None,
-        **context: Any,
-    ) -> ChatResult:
+    def _complete(self, messages: Sequence[Mapping[str, Any]], **kwargs: Any) -> ChatResult:
+        """The next scripted turn (see :meth:`_plan`)."""
+        return run(self._plan(ChatRequest.of(messages, kwargs)), self.hooks, _no_send, time.sleep)
+
+    async def _acomplete(self, messages: Sequence[Mapping[str, Any]], **kwargs: Any) -> ChatResult:
         """As :meth:`complete`, awaiting async hook callbacks and the turn's ``delay_s``."""
-        call = self._api_call(
-            self._request(messages, tools, temperature, max_tokens, extra_body),
-            session_id,
-            task_id,
-            context.get("turn_id"),
-        )
-        await afire(self.hooks, call.pre())
-        result, delay = self._take(messages)
-        if delay:
-            await asyncio.sleep(delay)
-        await afire(self.hooks, call.post(result))
-        return result
+        return await arun(self._plan(ChatRequest.of(messages, kwargs)), self.hooks, _ano_send, asyncio.sleep)
+
+
+def _no_send(step: Send) -> None:
+    raise AssertionError("the scripted model sends nothing")
+
+
+async def _ano_send(step: Send) -> None:
+    _no_send(step)
 
 
 def _kind(value: Any) -> str:

@@ -44,31 +44,22 @@ it.
 
 from __future__ import annotations
 
-import copy
+import asyncio
+import functools
 import random
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import httpx
-import tenacity
 
-from ..base.safe_yaml import DataRefused, load_json
-from .calls import ApiCall, MiddlewareCalls, afire, fire, send_tool_parts
-from .parsing import (
-    MAX_RESPONSE_BYTES,
-    _aread_capped,
-    _content_text,
-    _error_message,
-    _function_schema,
-    _Malformed,
-    _read_capped,
-    _retry_after,
-    _tool_calls,
-    _usage,
-)
-from .profile import OMIT_TEMPERATURE, ProviderProfile
-from .results import ChatResult, ChatTransport, ProviderError, ToolCall, Usage, _excerpt
+from .calls import ApiCall, MiddlewareCalls, afire, fire
+from .parsing import MAX_RESPONSE_BYTES, BadReply, Reply, _aread_capped, _read_capped, read_reply
+from .plan import Move, Plan, Send, Wait, arun, backoff, models_in_order, next_move, run
+from .profile import ProviderProfile
+from .request import ChatRequest, chat_body
+from .results import ChatResult, ChatTransport, ProviderError, ToolCall, Usage
 
 __all__ = [
     "MAX_RESPONSE_BYTES",
@@ -169,9 +160,7 @@ class ChatCompletionsTransport(MiddlewareCalls):
     @property
     def models(self) -> list[str]:
         """The model and then the fallback models, in the order they are tried."""
-        out = [self.model]
-        out.extend(m for m in self.profile.fallback_models if m and m not in out)
-        return out
+        return models_in_order(self.model, self.profile.fallback_models)
 
     def headers(self) -> dict[str, str]:
         """The request headers (with the key; never handed to hooks or logs)."""
@@ -194,204 +183,106 @@ class ChatCompletionsTransport(MiddlewareCalls):
         **context: Any,
     ) -> dict[str, Any]:
         """The JSON body for ``model`` (default: the transport's), profile hooks applied."""
-        profile = self.profile
-        prepared = copy.deepcopy([dict(m) for m in messages])
-        send_tool_parts(prepared, images=getattr(profile, "supports_vision_tool_messages", True) is not False)
-        result = profile.prepare_messages(prepared)
-        if result is not None:
-            prepared = list(result)
-        body: dict[str, Any] = {"model": model or self.model, "messages": prepared}
-        if tools:
-            body["tools"] = [_function_schema(t) for t in tools]
-        if profile.fixed_temperature is OMIT_TEMPERATURE:
-            temperature = None
-        elif profile.fixed_temperature is not None:
-            temperature = profile.fixed_temperature
-        if temperature is not None:
-            body["temperature"] = temperature
-        if max_tokens is None:
-            max_tokens = profile.get_max_tokens(model or self.model)
-        if max_tokens is not None:
-            body["max_tokens"] = max_tokens
-        body.update(profile.build_extra_body(session_id=session_id, **context) or {})
-        extras, top_level = profile.build_api_kwargs_extras(**context) or ({}, {})
-        body.update(extras or {})
-        body.update(top_level or {})
-        if extra_body:
-            body.update(extra_body)
-        return body
-
-    # -- sync ---------------------------------------------------------------------------
-
-    def _complete(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        *,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-        session_id: str | None = None,
-        task_id: str | None = None,
-        extra_body: Mapping[str, Any] | None = None,
-        **context: Any,
-    ) -> ChatResult:
-        """Ask the model; retry, then fall back, as the module docstring says."""
-        body = self.build_request(
+        request = ChatRequest(
             messages,
+            model=model,
             tools=tools,
             temperature=temperature,
             max_tokens=max_tokens,
             session_id=session_id,
             extra_body=extra_body,
-            **context,
+            context=context,
         )
+        return chat_body(self.profile, request, model or self.model)
+
+    # -- one call, written once; the sync and async paths differ in how they send and sleep ---------
+
+    def _complete(self, messages: Sequence[Mapping[str, Any]], **kwargs: Any) -> ChatResult:
+        """Ask the model; retry, then fall back, as the module docstring says."""
+        return run(self._plan(ChatRequest.of(messages, kwargs)), self.hooks, self._send, time.sleep)
+
+    async def _acomplete(self, messages: Sequence[Mapping[str, Any]], **kwargs: Any) -> ChatResult:
+        """As :meth:`complete`, on the running event loop (httpx.AsyncClient, asyncio sleeps)."""
+        plan = self._plan(ChatRequest.of(messages, kwargs))
+        async with httpx.AsyncClient(timeout=self.timeout) as client:
+            return await arun(plan, self.hooks, functools.partial(self._asend, client), asyncio.sleep)
+
+    def _send(self, step: Send) -> Reply:
+        with self._sync_client().stream("POST", self.url, headers=self.headers(), json=step.body) as response:
+            return Reply(response.status_code, response.headers, _read_capped(response.iter_bytes()))
+
+    async def _asend(self, client: httpx.AsyncClient, step: Send) -> Reply:
+        async with client.stream("POST", self.url, headers=self.headers(), json=step.body) as response:
+            return Reply(response.status_code, response.headers, await _aread_capped(response.aiter_bytes()))
+
+    def _plan(self, request: ChatRequest) -> Plan:
+        """Each model in turn, each tried until :func:`next_move` says otherwise; the last error is raised."""
+        body = chat_body(self.profile, request, request.model or self.model)
         last: ProviderError | None = None
         for model in self.models:
-            request = {**body, "model": model}
-            try:
-                for attempt in tenacity.Retrying(**self._retry_policy()):
-                    with attempt:
-                        number = attempt.retry_state.attempt_number
-                        return self._attempt(request, session_id, task_id, number, context.get("turn_id"))
-            except ProviderError as exc:
-                if not (exc.retryable or exc.malformed):
-                    raise
-                last = exc
-        assert last is not None
-        raise last
-
-    def _attempt(
-        self,
-        request: dict[str, Any],
-        session_id: str | None,
-        task_id: str | None,
-        number: int,
-        turn_id: str | None = None,
-    ) -> ChatResult:
-        call = self._call(request, session_id, task_id, turn_id)
-        fire(self.hooks, call.pre())
-        try:
-            sent = self._sync_client().stream("POST", self.url, headers=self.headers(), json=request)
-            with sent as response:
-                content = _read_capped(response.iter_bytes())
-        except httpx.TransportError as exc:
-            error = self._transport_error(exc, request["model"])
-            fire(self.hooks, call.error(str(error), None, number))
-            raise error from None
-        result, error = self._handle(response.status_code, response.headers, content, request)
-        if error is not None:
-            fire(self.hooks, call.error(str(error), error.status_code, number))
-            raise error
-        assert result is not None
-        fire(self.hooks, call.post(result))
-        return result
-
-    # -- async ---------------------------------------------------------------------------
-
-    async def _acomplete(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        *,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-        session_id: str | None = None,
-        task_id: str | None = None,
-        extra_body: Mapping[str, Any] | None = None,
-        **context: Any,
-    ) -> ChatResult:
-        """As :meth:`complete`, on the running event loop (httpx.AsyncClient, asyncio sleeps)."""
-        body = self.build_request(
-            messages,
-            tools=tools,
-            temperature=temperature,
-            max_tokens=max_tokens,
-            session_id=session_id,
-            extra_body=extra_body,
-            **context,
-        )
-        last: ProviderError | None = None
-        async with httpx.AsyncClient(timeout=self.timeout) as client:
-            for model in self.models:
-                request = {**body, "model": model}
+            attempt = 1
+            while True:
                 try:
-                    async for attempt in tenacity.AsyncRetrying(**self._retry_policy()):
-                        with attempt:
-                            number = attempt.retry_state.attempt_number
-                            return await self._aattempt(
-                                client, request, session_id, task_id, number, context.get("turn_id")
-                            )
+                    return (yield from self._try({**body, "model": model}, request, attempt))
                 except ProviderError as exc:
-                    if not (exc.retryable or exc.malformed):
+                    move = next_move(exc, attempt, self.max_retries)
+                    if move is Move.RAISE:
                         raise
                     last = exc
+                if move is Move.NEXT_MODEL:
+                    break
+                yield Wait(self.retry_delay(attempt, last.retry_after))
+                attempt += 1
         assert last is not None
         raise last
 
-    async def _aattempt(
-        self,
-        client: httpx.AsyncClient,
-        request: dict[str, Any],
-        session_id: str | None,
-        task_id: str | None,
-        number: int,
-        turn_id: str | None = None,
-    ) -> ChatResult:
-        call = self._call(request, session_id, task_id, turn_id)
-        await afire(self.hooks, call.pre())
+    def _try(self, body: dict[str, Any], request: ChatRequest, attempt: int) -> Plan:
+        """One HTTP attempt, between its api hooks."""
+        call = self._call(body, request)
+        yield call.pre()
         try:
-            async with client.stream("POST", self.url, headers=self.headers(), json=request) as response:
-                content = await _aread_capped(response.aiter_bytes())
+            reply = yield Send(body)
         except httpx.TransportError as exc:
-            error = self._transport_error(exc, request["model"])
-            await afire(self.hooks, call.error(str(error), None, number))
+            error = self._transport_error(exc, body["model"])
+            yield call.error(str(error), None, attempt)
             raise error from None
-        result, error = self._handle(response.status_code, response.headers, content, request)
-        if error is not None:
-            await afire(self.hooks, call.error(str(error), error.status_code, number))
+        outcome = read_reply(reply, model=body["model"], provider=self.provider, prices=self.profile.prices)
+        if isinstance(outcome, BadReply):
+            error = self._error(
+                outcome.message,
+                body["model"],
+                status_code=outcome.status_code,
+                retryable=outcome.retryable,
+                retry_after=outcome.retry_after,
+                malformed=outcome.malformed,
+            )
+            yield call.error(str(error), error.status_code, attempt)
             raise error
-        assert result is not None
-        await afire(self.hooks, call.post(result))
-        return result
+        yield call.post(outcome)
+        return outcome
 
     # -- shared pieces ----------------------------------------------------------------
 
-    def _call(
-        self, request: dict[str, Any], session_id: str | None, task_id: str | None, turn_id: str | None = None
-    ) -> ApiCall:
+    def _call(self, body: dict[str, Any], request: ChatRequest) -> ApiCall:
         return ApiCall(
-            session_id=session_id,
-            task_id=task_id,
-            turn_id=turn_id,
-            model=request["model"],
+            session_id=request.session_id,
+            task_id=request.task_id,
+            turn_id=request.turn_id,
+            model=body["model"],
             provider=self.provider,
             base_url=self.base_url,
             api_mode=self.profile.api_mode or self.api_mode,
-            request=request,
+            request=body,
         )
-
-    def _retry_policy(self) -> dict[str, Any]:
-        return {
-            "stop": tenacity.stop_after_attempt(self.max_retries + 1),
-            "wait": self._wait,
-            "retry": tenacity.retry_if_exception(lambda e: isinstance(e, ProviderError) and e.retryable),
-            "reraise": True,
-        }
 
     def retry_delay(self, attempt: int, retry_after: float | None = None) -> float:
         """Seconds to wait after failed attempt ``attempt`` (1-based): the server's
         ``Retry-After`` when given, else exponential backoff with jitter; capped at
         ``retry_max_delay``."""
-        if retry_after is not None:
-            return max(0.0, min(float(retry_after), self.retry_max_delay))
-        base = self.retry_base_delay * (2 ** max(0, attempt - 1))
-        jitter = random.uniform(0, self.retry_base_delay / 4)  # noqa: S311 - not for security
-        return max(0.0, min(base + jitter, self.retry_max_delay))
-
-    def _wait(self, state: tenacity.RetryCallState) -> float:
-        outcome = state.outcome
-        exc = outcome.exception() if outcome is not None else None
-        return self.retry_delay(state.attempt_number, getattr(exc, "retry_after", None))
+        jitter = 0.0 if retry_after is not None else random.uniform(0, self.retry_base_delay / 4)  # noqa: S311
+        return backoff(
+            attempt, retry_after, base=self.retry_base_delay, cap=self.retry_max_delay, jitter=jitter
+        )
 
     def _scrub(self, text: str) -> str:
         if self._api_key and self._api_key in text:
@@ -411,72 +302,4 @@ class ChatCompletionsTransport(MiddlewareCalls):
         detail = str(exc) or type(exc).__name__
         return self._error(
             f"{kind} ({type(exc).__name__}: {detail}) for {self.url}", model, status_code=None, retryable=True
-        )
-
-    def _handle(
-        self, status: int, headers: Mapping[str, str], content: bytes | None, request: dict[str, Any]
-    ) -> tuple[ChatResult | None, ProviderError | None]:
-        """The result or the error of one response; ``content`` is ``None`` when the body was too large."""
-        model = request["model"]
-        if status >= 400:
-            retryable = status == 429 or status >= 500
-            message = f"HTTP {status}"
-            detail = _error_message(content) if content is not None else "(a body too large to read)"
-            if detail:
-                message += f": {detail}"
-            retry_after = _retry_after(headers.get("retry-after")) if retryable else None
-            return None, self._error(
-                message, model, status_code=status, retryable=retryable, retry_after=retry_after
-            )
-        if content is None:
-            return None, self._error(
-                f"malformed response (HTTP {status}): the body is over {MAX_RESPONSE_BYTES:,} bytes; "
-                "it was not read",
-                model,
-                status_code=status,
-                malformed=True,
-            )
-        try:
-            data = load_json(content, "the body")
-        except ValueError as exc:
-            refused = isinstance(exc, DataRefused)
-            detail = str(exc) if refused else f"the body is not JSON: {_excerpt(content)!r}"
-            return None, self._error(
-                f"malformed response (HTTP {status}): {detail}", model, status_code=status, malformed=True
-            )
-        try:
-            result = self._parse(data, model)
-        except _Malformed as exc:
-            return None, self._error(
-                f"malformed response (HTTP {status}): {exc}", model, status_code=status, malformed=True
-            )
-        return result, None
-
-    def _parse(self, data: Any, requested_model: str) -> ChatResult:
-        if not isinstance(data, dict):
-            raise _Malformed(f"expected a JSON object, got {type(data).__name__}")
-        choices = data.get("choices")
-        if not isinstance(choices, list) or not choices:
-            detail = _error_message(data)
-            where = f"; the provider said: {detail}" if detail else ""
-            raise _Malformed(f"no 'choices' list in the body{where}")
-        choice = choices[0]
-        if not isinstance(choice, dict) or not isinstance(choice.get("message"), dict):
-            raise _Malformed("'choices[0].message' is not an object")
-        message = choice["message"]
-        text = _content_text(message.get("content"))
-        tool_calls = _tool_calls(message.get("tool_calls"))
-        finish_reason = choice.get("finish_reason")
-        if finish_reason is not None and not isinstance(finish_reason, str):
-            raise _Malformed(f"'finish_reason' must be a string, not {type(finish_reason).__name__}")
-        usage = _usage(data.get("usage"), self.profile.prices)
-        model = data.get("model")
-        return ChatResult(
-            text=text,
-            tool_calls=tool_calls,
-            usage=usage,
-            model=model if isinstance(model, str) and model else requested_model,
-            provider=self.provider,
-            finish_reason=finish_reason,
-            raw=data,
         )
