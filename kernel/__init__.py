@@ -40,6 +40,18 @@ _LAZY = {
     "SlotError": "kernel.providers.slots",
     "Tool": "kernel.tools",
     "ToolRegistrationError": "kernel.tools",
+    # The base classes a plugin subclasses, so that no plugin imports an internal path.
+    "MemoryProvider": "kernel.providers.memory",
+    "ContextEngine": "kernel.providers.context_engine",
+    "ImageGenProvider": "kernel.providers.image_gen",
+    "VideoGenProvider": "kernel.providers.video_gen",
+    "WebSearchProvider": "kernel.providers.web_search",
+    "TTSProvider": "kernel.surfaces.speech.providers",
+    "TranscriptionProvider": "kernel.surfaces.speech.providers",
+    "BasePlatformAdapter": "kernel.gateway.base",
+    "SecretSource": "kernel.registrations",
+    "BrowserProvider": "kernel.registrations",
+    "DashboardAuthProvider": "kernel.registrations",
 }
 
 if TYPE_CHECKING:
@@ -47,7 +59,15 @@ if TYPE_CHECKING:
     from .core.hooks import Callback
     from .core.loader.manifest import EnvVar, Manifest, ManifestError
     from .core.plugin_manager import KernelPluginManager, PluginHandle
+    from .gateway.base import BasePlatformAdapter
+    from .providers.context_engine import ContextEngine
+    from .providers.image_gen import ImageGenProvider
+    from .providers.memory import MemoryProvider
     from .providers.slots import Provider, SlotError
+    from .providers.video_gen import VideoGenProvider
+    from .providers.web_search import WebSearchProvider
+    from .registrations import BrowserProvider, DashboardAuthProvider, SecretSource
+    from .surfaces.speech.providers import TranscriptionProvider, TTSProvider
     from .tools import Tool, ToolRegistrationError
     from .tools.decisions import ApprovalRequest, terminal_approver
 
@@ -67,20 +87,31 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "ApprovalRequest",
+    "BasePlatformAdapter",
+    "BrowserProvider",
     "Callback",
+    "ContextEngine",
+    "DashboardAuthProvider",
     "EnvVar",
+    "ImageGenProvider",
     "Kernel",
     "KernelPluginManager",
     "Manifest",
     "ManifestError",
+    "MemoryProvider",
     "PluginContext",
     "PluginError",
     "PluginHandle",
     "PluginInfo",
     "Provider",
+    "SecretSource",
     "SlotError",
+    "TTSProvider",
     "Tool",
     "ToolRegistrationError",
+    "TranscriptionProvider",
+    "VideoGenProvider",
+    "WebSearchProvider",
     "__version__",
     "hookimpl",
     "hookspec",

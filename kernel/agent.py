@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from .base.config import section
 from .base.data import sanitize_memory_context
-from .core.callbacks import describe, propagates
+from .core.api import contained
 from .host import HostSession, accepted, call_accepting, call_quietly
 
 if TYPE_CHECKING:
@@ -319,13 +319,9 @@ class AgentSession:
                 copy.deepcopy(self.messages),
             )
             preflight = answer is True
-        try:
+        with contained(self.kernel.log, "context_engine_failed"):
             if preflight or engine.should_compress():
                 self._compress(engine)
-        except BaseException as exc:
-            if propagates(exc):
-                raise
-            self.kernel.log.warning("context_engine_failed", error=describe(exc))
 
     def compress(self, focus_topic: str | None = None, *, force: bool = False) -> None:
         """Compress the conversation now with the active engine (``/compress``), the memory's

@@ -10,8 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .core.context import _live
-from .core.hooks import describe, propagates
+from .core.api import Contained, contained
+from .core.context import ServiceContext, _live
 from .core.services import serviceimpl
 
 if TYPE_CHECKING:
@@ -147,13 +147,12 @@ class CommandRegistry:
         handler = self._handler(command)
         if handler is None:
             return f"/{command.name} is handled by the chat session; it is not available here."
-        with self._kernel.tools.call_context(**context):
-            try:
-                result = handler(args)
-                if inspect.isawaitable(result):
-                    result = self._kernel._hooks.run_sync(result)
-            except BaseException as exc:
-                return self._failed(command, exc)
+        with self._kernel.tools.call_context(**context), self._contained(command) as call:
+            result = handler(args)
+            if inspect.isawaitable(result):
+                result = self._kernel.host.run_sync(result)
+        if call.failed:
+            return self._failed(command, call.error)
         return None if result is None else str(result)
 
     async def arun(self, text: str, **context: Any) -> str | None:
@@ -165,13 +164,12 @@ class CommandRegistry:
         handler = self._handler(command)
         if handler is None:
             return f"/{command.name} is handled by the chat session; it is not available here."
-        with self._kernel.tools.call_context(**context):
-            try:
-                result = handler(args)
-                if inspect.isawaitable(result):
-                    result = await result
-            except BaseException as exc:
-                return self._failed(command, exc)
+        with self._kernel.tools.call_context(**context), self._contained(command) as call:
+            result = handler(args)
+            if inspect.isawaitable(result):
+                result = await result
+        if call.failed:
+            return self._failed(command, call.error)
         return None if result is None else str(result)
 
     def _resolve(self, text: str) -> tuple[Command | None, str, str]:
@@ -190,12 +188,12 @@ class CommandRegistry:
             return self._host[command.name]
         return command.handler
 
-    def _failed(self, command: Command, exc: BaseException) -> str:
-        if propagates(exc):
-            raise exc
+    def _contained(self, command: Command) -> Contained:
+        """The handler of ``command`` called: its failure contained and logged."""
+        return contained(self._kernel.log, "command_failed", command=command.name, plugin=command.plugin)
+
+    def _failed(self, command: Command, detail: str) -> str:
         owner = f"plugin '{command.plugin}'" if command.plugin else "the host"
-        detail = describe(exc)
-        self._kernel.log.warning("command_failed", command=command.name, plugin=command.plugin, error=detail)
         return f"/{command.name} failed ({owner}): {' '.join(detail.split())}"
 
     # -- built-in answers ------------------------------------------------------
@@ -303,7 +301,7 @@ def _event(command: Command, args: str, context: dict[str, Any]) -> dict[str, An
 # -- the commands service (see kernel.core.services) ------------------------------
 
 
-class Context:
+class Context(ServiceContext):
     """The ``ctx.register_command`` / ``ctx.register_cli_command`` members of this service."""
 
     @_live

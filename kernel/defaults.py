@@ -43,7 +43,7 @@ BUILTIN_SERVICES: tuple[Service, ...] = (
     Service(
         "providers",
         "kernel.providers.service",
-        attributes=("providers", "slots", "_slots_asked"),
+        attributes=("providers", "slots"),
         context=_PROVIDER_MEMBERS,
         sections=("model", "memory", "context", "image_gen", "web_search", "video_gen"),
         plugin_hooks=tuple(SLOT_HOOKS),
@@ -72,7 +72,7 @@ BUILTIN_SERVICES: tuple[Service, ...] = (
     Service("mcp", "kernel.surfaces.mcp", sections=("mcp_servers",)),
     Service(
         "registrations",
-        "kernel.registrations",
+        "kernel.registrations.service",
         attributes=("registrations",),
         context=(
             "register_auxiliary_task",

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import blinker
 
-from .core.hooks import describe, propagates
+from .core.api import Contained, contained
 from .core.services import serviceimpl
 
 if TYPE_CHECKING:
@@ -127,14 +127,13 @@ class EventBus:
         """Deliver an event and return the receivers' non-None answers, in call order."""
         out = []
         for receiver in self.receivers(name):
-            try:
+            with self._delivery(name, receiver.owner) as call:
                 result = receiver(name, dict(context or {}))
                 if inspect.isawaitable(result):
-                    result = self._kernel._hooks.run_sync(result)
-            except BaseException as exc:
-                self._failed(name, receiver.owner, exc)
-                continue
-            if result is not None:
+                    result = self._kernel.host.run_sync(result)
+            if call.failed:
+                self._failed(name, receiver.owner, call.error)
+            elif result is not None:
                 out.append(result)
         return out
 
@@ -142,23 +141,22 @@ class EventBus:
         """As :meth:`emit_collect`, awaiting async receivers on the caller's loop."""
         out = []
         for receiver in self.receivers(name):
-            try:
+            with self._delivery(name, receiver.owner) as call:
                 result = receiver(name, dict(context or {}))
                 if inspect.isawaitable(result):
                     result = await result
-            except BaseException as exc:
-                self._failed(name, receiver.owner, exc)
-                continue
-            if result is not None:
+            if call.failed:
+                self._failed(name, receiver.owner, call.error)
+            elif result is not None:
                 out.append(result)
         return out
 
-    def _failed(self, name: str, owner: str, exc: BaseException) -> None:
-        if propagates(exc):
-            raise exc
-        error = describe(exc)
-        self._kernel.log.warning("event_receiver_failed", event_name=name, owner=owner, error=error)
-        self._kernel._note_failure(owner, f"failed on event '{name}': {error}")
+    def _delivery(self, name: str, owner: str) -> Contained:
+        """One receiver called: its failure contained and logged."""
+        return contained(self._kernel.log, "event_receiver_failed", event_name=name, owner=owner)
+
+    def _failed(self, name: str, owner: str, error: str) -> None:
+        self._kernel.host.note_failure(owner, f"failed on event '{name}': {error}")
 
 
 # -- the events service (see kernel.core.services) ---------------------------------

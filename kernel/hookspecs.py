@@ -66,15 +66,15 @@ SLOT_HOOKS = {
 @hookspec
 def pre_tool_call(
     tool_name: str,
-    args: dict,
+    args: dict[str, Any],
     task_id: str | None,
     session_id: str | None,
     tool_call_id: str | None,
     turn_id: str | None,
     api_request_id: str | None,
     telemetry_schema_version: str,
-    middleware_trace: list,
-) -> dict | None:
+    middleware_trace: list[dict[str, Any]],
+) -> dict[str, Any] | None:
     """Decide on a tool call before its handler runs.
 
     Fires in ``k.tools.dispatch`` for every tool call (a model's call or a
@@ -120,7 +120,7 @@ def pre_tool_call(
 @hookspec
 def post_tool_call(
     tool_name: str,
-    args: dict,
+    args: dict[str, Any],
     result: str,
     task_id: str | None,
     session_id: str | None,
@@ -132,7 +132,7 @@ def post_tool_call(
     error_type: str | None,
     error_message: str | None,
     telemetry_schema_version: str,
-    middleware_trace: list,
+    middleware_trace: list[dict[str, Any]],
 ) -> None:
     """Observe a finished tool call.
 
@@ -166,7 +166,7 @@ def post_tool_call(
 @hookspec
 def transform_tool_result(
     tool_name: str,
-    args: dict,
+    args: dict[str, Any],
     result: str,
     task_id: str | None,
     session_id: str | None,
@@ -178,7 +178,7 @@ def transform_tool_result(
     error_type: str | None,
     error_message: str | None,
     telemetry_schema_version: str,
-    middleware_trace: list,
+    middleware_trace: list[dict[str, Any]],
 ) -> str | None:
     """Rewrite a tool result before the model sees it.
 
@@ -210,13 +210,13 @@ def pre_llm_call(
     task_id: str | None,
     turn_id: str | None,
     user_message: str,
-    conversation_history: list,
+    conversation_history: list[dict[str, Any]],
     is_first_turn: bool,
     model: str | None,
     platform: str | None,
     parent_session_id: str | None,
     sender_id: str | None,
-) -> str | dict | None:
+) -> str | dict[str, Any] | None:
     """Add context to the user's message, once per user turn.
 
     Fires once per user turn, before the tool loop starts; the host collects
@@ -249,7 +249,7 @@ def post_llm_call(
     turn_id: str | None,
     user_message: str,
     assistant_response: str,
-    conversation_history: list,
+    conversation_history: list[dict[str, Any]],
     model: str | None,
     platform: str | None,
 ) -> None:
@@ -305,8 +305,8 @@ def pre_api_request(
     api_mode: str | None,
     message_count: int,
     tool_count: int,
-    request_messages: list,
-    request: dict,
+    request_messages: list[dict[str, Any]],
+    request: dict[str, Any],
 ) -> None:
     """Observe a request to the model provider before it is sent.
 
@@ -342,10 +342,10 @@ def post_api_request(
     api_mode: str | None,
     message_count: int,
     tool_count: int,
-    request_messages: list,
-    request: dict,
-    response: dict,
-    usage: dict,
+    request_messages: list[dict[str, Any]],
+    request: dict[str, Any],
+    response: dict[str, Any],
+    usage: dict[str, Any],
     finish_reason: str | None,
     response_model: str | None,
     assistant_tool_call_count: int,
@@ -384,8 +384,8 @@ def api_request_error(
     api_mode: str | None,
     message_count: int,
     tool_count: int,
-    request_messages: list,
-    request: dict,
+    request_messages: list[dict[str, Any]],
+    request: dict[str, Any],
     error: str,
     status_code: int | None,
     duration_ms: int,
@@ -501,8 +501,8 @@ def pre_verify(
     coding: bool,
     attempt: int,
     final_response: str,
-    changed_paths: list,
-) -> dict | None:
+    changed_paths: list[str],
+) -> dict[str, Any] | None:
     """Keep a turn going instead of letting it finish: the verification gate.
 
     Fires in the agent loop when a turn that ran tools is about to end with a
@@ -529,7 +529,7 @@ def pre_approval_request(
     command: str,
     description: str,
     pattern_key: str,
-    pattern_keys: list,
+    pattern_keys: list[str],
     session_key: str,
     surface: str,
     tool_name: str,
@@ -566,7 +566,7 @@ def post_approval_response(
     command: str,
     description: str,
     pattern_key: str,
-    pattern_keys: list,
+    pattern_keys: list[str],
     session_key: str,
     surface: str,
     tool_name: str,
@@ -629,7 +629,7 @@ def subagent_stop(
     child_role: str | None,
     child_summary: str | None,
     child_status: str,
-    tool_call_history: list,
+    tool_call_history: list[dict[str, Any]],
     duration_ms: int,
     parent_turn_id: str,
 ) -> None:
@@ -651,7 +651,7 @@ def subagent_stop(
 
 
 @hookspec
-def pre_gateway_dispatch(event: Any, gateway: Any, session_store: Any) -> dict | None:
+def pre_gateway_dispatch(event: Any, gateway: Any, session_store: Any) -> dict[str, Any] | None:
     """Decide on an incoming gateway message before it reaches a session.
 
     Fires in the gateway for every message received from a platform.

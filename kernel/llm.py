@@ -17,8 +17,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .base.config import load_config, section
+from .base.config import section
 from .base.safe_yaml import load_json
+from .core.context import ServiceContext
 
 if TYPE_CHECKING:
     from .core.kernel import Kernel
@@ -208,7 +209,7 @@ class PluginLlm:
     def _gate(self) -> dict[str, Any]:
         """This plugin's ``llm`` entry, read from config.yaml now (a change applies at once)."""
         kernel = self._kernel
-        fresh, _problems = load_config(kernel.home, kernel._config_override)
+        fresh, _problems = kernel.host.reread_config()
         entries = section(fresh, "plugins", "entries")
         entry = entries.get(self.plugin_id) if isinstance(entries, dict) else None
         gate = entry.get("llm") if isinstance(entry, dict) else None
@@ -348,7 +349,7 @@ class PluginLlm:
             audit=audit,
             **extra,
         )
-        self._kernel._logging.audit.info(
+        self._kernel.host.audit.info(
             event,
             plugin=self.plugin_id,
             purpose=purpose,
@@ -478,7 +479,7 @@ def _parse(text: str, json_schema: Mapping[str, Any] | None) -> tuple[Any, str]:
 # -- the llm service (see kernel.core.services) -------------------------------------
 
 
-class Context:
+class Context(ServiceContext):
     """The ``ctx.llm`` member of this service."""
 
     @property

@@ -13,7 +13,7 @@ import threading
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from .core.context import _live
+from .core.context import ServiceContext, _live
 from .core.services import serviceimpl
 from .tools import current_call
 
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 ROLES = ("user", "assistant", "system")
 
 
-class Context:
+class Context(ServiceContext):
     """The ``ctx.inject_message`` member of this service."""
 
     @_live

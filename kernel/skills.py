@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from .core.context import _live
+from .core.context import ServiceContext, _live
 from .core.services import serviceimpl
 
 if TYPE_CHECKING:
@@ -177,7 +177,7 @@ def _description(file: Path) -> str:
 BUILTIN_PLUGIN = "builtin"
 
 
-class Context:
+class Context(ServiceContext):
     """The ``ctx.register_skill`` member of this service."""
 
     @_live

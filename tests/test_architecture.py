@@ -8,6 +8,7 @@ project's venv, so that its dependency ``rich`` does not slow down ``import stru
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
@@ -124,3 +125,74 @@ def test_a_service_nobody_asks_for_is_not_imported(tmp_path: Path) -> None:
     assert report["services"] == ["compat"]
     imported = {m.split(".")[1] for m in report["modules"] if m.startswith(SERVICE_PACKAGES)}
     assert imported == {"compat"}, sorted(imported)
+
+
+# Names that hold a kernel or a plugin context: ``<holder>._x`` read outside kernel/core/ is a reach
+# into the core's private state (the services use ``k.host`` and kernel.core.api instead).
+KERNEL_HOLDERS = frozenset({"kernel", "k", "ctx", "_kernel", "host", "_ctx", "_host"})
+
+
+def _holder_name(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    return node.attr if isinstance(node, ast.Attribute) else None
+
+
+def private_reaches(source: str) -> list[tuple[int, str]]:
+    """Each ``<holder>._name`` (not a dunder) in ``source``, where the holder is a name or an attribute
+    named as in :data:`KERNEL_HOLDERS` (``kernel._hooks``, ``self._kernel._records``, ``ctx._record``)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Attribute) or not node.attr.startswith("_") or node.attr.startswith("__"):
+            continue
+        name = _holder_name(node.value)
+        if name in KERNEL_HOLDERS:
+            found.append((node.lineno, f"{name}.{node.attr}"))
+    return found
+
+
+def test_the_reach_finder_sees_each_form_of_reach() -> None:
+    source = "kernel._hooks\nself._kernel._records\nctx._record.x\nk.__dict__\nkernel.host.records\nobj._x\n"
+    assert sorted(private_reaches(source)) == [
+        (1, "kernel._hooks"),
+        (2, "_kernel._records"),
+        (3, "ctx._record"),
+    ]
+
+
+def test_nothing_outside_the_core_reaches_into_its_private_state() -> None:
+    reaches = []
+    for path in sorted([*KERNEL.rglob("*.py"), *(REPO / "extensions").rglob("*.py")]):
+        where = path.relative_to(REPO).as_posix()
+        if where.startswith("kernel/core/"):
+            continue
+        reaches += [
+            f"{where}:{line}: {what}" for line, what in private_reaches(path.read_text(encoding="utf-8"))
+        ]
+    assert not reaches, "use k.host / kernel.core.api instead of the core's private state:\n" + "\n".join(
+        reaches
+    )
+
+
+MAX_MODULE_LINES = 800
+
+
+def test_no_module_is_longer_than_the_wall() -> None:
+    """A module grows until it holds two concerns; past this many lines it is split by concern."""
+    long = [
+        f"{path.relative_to(REPO)}: {lines} lines"
+        for root in (KERNEL, REPO / "extensions")
+        for path in sorted(root.rglob("*.py"))
+        if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    ]
+    assert not long, f"over {MAX_MODULE_LINES} lines, split by concern:\n" + "\n".join(long)
+
+
+def test_no_module_only_stands_for_another() -> None:
+    """The old import paths (modules that only re-point ``sys.modules``) are gone: one name per module."""
+    aliases = [
+        str(path.relative_to(REPO))
+        for path in sorted(KERNEL.rglob("*.py"))
+        if "sys.modules[__name__] =" in path.read_text(encoding="utf-8")
+    ]
+    assert not aliases, aliases

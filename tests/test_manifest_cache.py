@@ -13,7 +13,7 @@ from conftest import age, write_plugin
 
 from kernel import Kernel
 from kernel.base.state import MANIFESTS_FILE
-from kernel.core import manifest as manifest_module
+from kernel.core.loader import manifest as manifest_module
 
 CODE = "def register(ctx):\n    ctx.register_hook('post_tool_call', lambda **kw: None)\n"
 pytestmark = pytest.mark.usefixtures("bundled")

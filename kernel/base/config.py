@@ -33,7 +33,7 @@ def resolve_home(home: str | os.PathLike[str] | None) -> Path:
 def load_config(
     home: Path,
     override: Mapping[str, Any] | None,
-    later: list[Callable[[], None]] | None = None,
+    later: list[Callable[[], object]] | None = None,
     *,
     check: bool = False,
 ) -> tuple[dict[str, Any], list[str]]:
@@ -94,7 +94,7 @@ class ConfigNote(str):
 
 
 def _read_config(
-    home: Path, path: Path, later: list[Callable[[], None]] | None, check: bool = False
+    home: Path, path: Path, later: list[Callable[[], object]] | None, check: bool = False
 ) -> tuple[Any, list[ConfigNote]]:
     """The parsed ``config.yaml`` (the same text as last time is answered from the cache), and what
     its schema check found (also cached by content, so an unchanged file never imports jsonschema)."""
@@ -116,10 +116,10 @@ def _read_config(
 
 
 def _checked(
-    home: Path, path: Path, digest: str, data: dict[str, Any], later: list[Callable[[], None]] | None
+    home: Path, path: Path, digest: str, data: dict[str, Any], later: list[Callable[[], object]] | None
 ) -> list[ConfigNote]:
     # The result depends on the text, on where the file is (the fixes name it) and on the schema.
-    schema_file = Path(__file__).with_name("config_schema.py")
+    schema_file = Path(__file__).with_name("schema.py")
     try:
         stamp = f"{schema_file.stat().st_size}-{schema_file.stat().st_mtime_ns}"
     except OSError:

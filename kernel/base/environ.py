@@ -93,7 +93,7 @@ class KernelEnviron(Mapping[str, str]):
         owner = _owners.get(name)
         return owner is not None and owner[0] is not self._token and owner[1] == value
 
-    def get(self, name: str, default: Any = None) -> Any:  # type: ignore[override]
+    def get(self, name: str, default: Any = None) -> Any:
         value = os.environ.get(name)
         if value is not None and not self._foreign(name, value):
             return value

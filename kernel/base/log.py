@@ -30,12 +30,14 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import io
 import itertools
 import logging
 import re
 import sys
+from collections.abc import MutableMapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     import structlog
@@ -220,7 +222,11 @@ def shown(text: str) -> str:
     return _CONTROL.sub(_escape, mask_urls(text))
 
 
-def mask_text_fields(_logger: Any, _method: str, event: dict[str, Any]) -> dict[str, Any]:
+#: An event dict, of whichever mapping type structlog hands a processor.
+_Event_T = TypeVar("_Event_T", bound=MutableMapping[str, Any])
+
+
+def mask_text_fields(_logger: Any, _method: str, event: _Event_T) -> _Event_T:
     """Redact every text value of an event (the message included) before it is rendered: URLs
     masked and secret-named ``name=value`` pairs hidden (:func:`redact_text`)."""
     for key, value in event.items():
@@ -229,7 +235,7 @@ def mask_text_fields(_logger: Any, _method: str, event: dict[str, Any]) -> dict[
     return event
 
 
-def redact_secrets(_logger: Any, _method: str, event: dict[str, Any]) -> dict[str, Any]:
+def redact_secrets(_logger: Any, _method: str, event: _Event_T) -> _Event_T:
     """Replace the values of secret-named keys (at any depth) so that they never reach a log."""
     for key, value in event.items():
         if is_secret_key(key):
@@ -579,7 +585,7 @@ class _LazyFormatter(logging.Formatter):
 class _LazyFileHandler(logging.FileHandler):
     """A file handler that creates its directory with the first record."""
 
-    def _open(self):  # type: ignore[no-untyped-def]
+    def _open(self) -> io.TextIOWrapper:
         Path(self.baseFilename).parent.mkdir(parents=True, exist_ok=True)
         return super()._open()
 

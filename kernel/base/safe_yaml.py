@@ -57,7 +57,7 @@ def _refused_class() -> type:
     global _refused
     if _refused is None:
 
-        class YamlRefused(_yaml().YAMLError):
+        class YamlRefused(_yaml().YAMLError):  # type: ignore[misc]  # PyYAML's class, known once imported
             """A YAML document refused for what its aliases do (it parses, but is not read)."""
 
             def __init__(self, problem: str, mark: Any = None) -> None:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import datetime
 import difflib
-from typing import Any
+from typing import Any, cast
 
 #: At most this many findings are reported for one file (a summary line says how many more).
 MAX_FINDINGS = 40
@@ -470,7 +470,7 @@ SCHEMA: dict[str, Any] = _mapping(
     hermes=HERMES_TOP_LEVEL,
     nullable=False,
     expected="a mapping",
-    **{"x-moved": {"irc": "gateway.platforms.irc"}, "x-free": "x-"},
+    **cast("dict[str, Any]", {"x-moved": {"irc": "gateway.platforms.irc"}, "x-free": "x-"}),
 )
 SCHEMA["$schema"] = "https://json-schema.org/draft/2020-12/schema"
 

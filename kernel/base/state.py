@@ -114,7 +114,7 @@ def last(home: Path) -> tuple[str | None, list[dict[str, Any]]]:
     """The saved fingerprint and plugin records, whatever the fingerprint (``(None, [])`` when none)."""
     data = read_cache(home / STATE_FILE)
     plugins = data.get("plugins") if data is not None else None
-    if not isinstance(plugins, list):
+    if data is None or not isinstance(plugins, list):
         return None, []
     kept = [p for p in plugins if isinstance(p, dict) and isinstance(p.get("name"), str)]
     return (str(data.get("fingerprint")) if data.get("fingerprint") else None), kept

@@ -1,22 +1,20 @@
-"""Per-plugin settings in ``config.yaml``: ``plugins.entries.<plugin_id>.settings.<key>``."""
+"""The comment-keeping round trip of ``config.yaml``: an edit changes only the path it writes."""
 
 from __future__ import annotations
 
-import contextlib
 import io
 import os
 import re
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 from . import safe_yaml
-from .config import section
+from .files import atomic_write, file_lock
 from .safe_yaml import MAX_CONFIG_BYTES, data_problem, load_yaml, read_bounded, yaml_problem
 
-_SEGMENT = re.compile(r"^[A-Za-z0-9_-]+$")
-_MISSING = object()
+MISSING = object()
 #: The deepest nesting of lists and mappings in a config.yaml that writes edit.
 MAX_EDIT_DEPTH = 100
 #: The largest config.yaml that writes edit in place (a round trip keeping the comments takes seconds
@@ -24,67 +22,6 @@ MAX_EDIT_DEPTH = 100
 MAX_EDIT_BYTES = 512 * 1024
 _write_lock = threading.Lock()
 _T = TypeVar("_T")
-
-
-def settings_path(plugin_id: str) -> tuple[str, ...]:
-    """Where a plugin's settings live in the config tree."""
-    return ("plugins", "entries", plugin_id, "settings")
-
-
-def split_key(plugin_id: str, key: str) -> tuple[str, ...]:
-    """Validate a dotted settings key; anything that is not plain names joined by dots is refused.
-
-    Keys are always relative to the plugin's own settings, so a key cannot
-    reach another plugin's settings or the global configuration.
-    """
-    if not isinstance(key, str) or not key:
-        raise ValueError(f"plugin '{plugin_id}': a settings key must be a non-empty string, not {key!r}")
-    parts = tuple(key.split("."))
-    for part in parts:
-        if not _SEGMENT.match(part):
-            raise ValueError(
-                f"plugin '{plugin_id}': settings key {key!r} is refused: use names of letters, digits, "
-                "'-' and '_' joined by dots; a plugin reads and writes only "
-                f"plugins.entries.{plugin_id}.settings"
-            )
-    return parts
-
-
-def get_setting(config: dict[str, Any], plugin_id: str, key: str, default: Any = None) -> Any:
-    """``plugins.entries.<id>.settings.<key>``, else the legacy ``...config.<key>``, else ``default``."""
-    parts = split_key(plugin_id, key)
-    for base in (settings_path(plugin_id), ("plugins", "entries", plugin_id, "config")):
-        value = _lookup(section(config, *base), parts)
-        if value is not _MISSING:
-            return value
-    return default
-
-
-def write_setting(home: Path, config: dict[str, Any], plugin_id: str, key: str, value: Any) -> None:
-    """Set one setting in ``<home>/config.yaml`` (atomically) and in ``config`` (in memory).
-
-    The file is re-read under a lock, changed at that one key, written to a
-    temporary file and renamed over the original, so concurrent writers and a
-    crash mid-write lose nothing.  A malformed file is left untouched.
-    """
-    parts = split_key(plugin_id, key)
-    problem = data_problem(value)
-    if problem is not None:
-        raise ValueError(f"plugin '{plugin_id}': setting {key!r} cannot be stored: it holds {problem}")
-    import yaml
-
-    try:
-        yaml.safe_dump(value)
-    except yaml.YAMLError as exc:
-        raise ValueError(f"plugin '{plugin_id}': setting {key!r} cannot be stored in YAML: {exc}") from None
-    path = home / "config.yaml"
-    update_config(
-        home,
-        lambda data: _assign(data, (*settings_path(plugin_id), *parts), value, path),
-        what="plugin settings",
-        always_write=True,
-    )
-    _assign(config, (*settings_path(plugin_id), *parts), value, path, own_path=True)
 
 
 def unshared(value: _T) -> _T:
@@ -275,7 +212,7 @@ def edited_yaml(
     try:
         check = load_yaml(out) if out.strip() else {}
     except Exception:
-        check = _MISSING
+        check = MISSING
     if not _same(check if check is not None else {}, after):
         raise ValueError(
             f"{where}: {what} cannot be written without changing other settings of the file (its YAML "
@@ -428,7 +365,7 @@ class _Editor:
         for key in old:
             if key not in new:
                 found = _key_in(node, key)
-                if found is _MISSING or (merges and found not in own):
+                if found is MISSING or (merges and found not in own):
                     return False
                 plan.append(("delete", found, None))
         for key, value in new.items():
@@ -436,7 +373,7 @@ class _Editor:
                 plan.append(("add", key, value))
             elif not _same(old[key], value):
                 found = _key_in(node, key)
-                if found is _MISSING:
+                if found is MISSING:
                     return False
                 plan.append(("set", found, key))
         self.done.add(id(node))
@@ -507,7 +444,7 @@ class _Editor:
         tail = _take_lead(node, key) + _take_tail(node, key)
         del node[key]
         if isinstance(node, dict):
-            node.ca.items.pop(key, None)
+            node.ca.items.pop(key, None)  # type: ignore[attr-defined]  # a ruamel.yaml CommentedMap
         if not node:
             node.fa.set_flow_style()  # an empty block would print as a lone `[]` below its key
         if not tail:
@@ -612,7 +549,7 @@ def _key_in(node: Any, key: Any) -> Any:
         if key in node:
             return key
     except TypeError:
-        return _MISSING
+        return MISSING
     import yaml
 
     for candidate in node:
@@ -623,7 +560,7 @@ def _key_in(node: Any, key: Any) -> Any:
                 continue
             if type(read) is type(key) and read == key:
                 return candidate
-    return _MISSING
+    return MISSING
 
 
 def _shared_nodes(doc: Any) -> set[int]:
@@ -673,7 +610,9 @@ def _slot(node: Any) -> int:
 
 def _keys(node: Any) -> list[Any]:
     """The entries of ``node`` as written (a mapping's own keys, not those a ``<<`` merge brings)."""
-    return [k for k, _v in node.non_merged_items()] if isinstance(node, dict) else list(range(len(node)))
+    if isinstance(node, dict):
+        return [k for k, _v in node.non_merged_items()]  # type: ignore[attr-defined]  # a ruamel.yaml CommentedMap
+    return list(range(len(node)))
 
 
 def _last_key(node: Any) -> Any:
@@ -758,15 +697,15 @@ def _same(a: Any, b: Any) -> bool:
     return True
 
 
-def _lookup(node: Any, parts: tuple[str, ...]) -> Any:
+def lookup(node: Any, parts: tuple[str, ...]) -> Any:
     for part in parts:
         if not isinstance(node, dict) or part not in node:
-            return _MISSING
+            return MISSING
         node = node[part]
     return node
 
 
-def _assign(
+def assign(
     data: dict[str, Any], parts: tuple[str, ...], value: Any, path: Path, *, own_path: bool = False
 ) -> None:
     """Set ``data[parts[0]]...[parts[-1]] = value``; with ``own_path``, a mapping on the way that an
@@ -804,92 +743,3 @@ def _appearing_twice(value: Any) -> set[int]:
         seen.add(id(item))
         stack.extend(item.values() if isinstance(item, dict) else item)
     return twice
-
-
-def atomic_write(path: Path, text: str, mode: int | None = None) -> None:
-    """Replace ``path`` with ``text`` atomically (temporary file in the same directory, fsync, rename).
-
-    The new file gets ``mode``, else the old file's mode, else ``0600``.  A
-    symbolic link is written through: its target is replaced and the link
-    stays (a dotfiles repository keeps its file).
-    """
-    if path.is_symlink():
-        path = path.resolve()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if mode is None:
-        mode = path.stat().st_mode & 0o777 if path.exists() else 0o600
-    import tempfile
-
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
-@contextlib.contextmanager
-def file_lock(path: Path) -> Iterator[None]:
-    """An advisory lock beside ``path`` (POSIX ``flock``), shared by every process of this kernel."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - not POSIX: the thread lock still holds
-        yield
-        return
-    with open(path.with_name(path.name + ".lock"), "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-# The names used before these helpers became public.
-_atomic_write = atomic_write
-_file_lock = file_lock
-
-
-#: A variable name ``.env`` files may set.
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
-
-
-def quote_env_value(value: str) -> str:
-    """``value`` in single quotes, as ``.env`` readers (python-dotenv) read it back unchanged."""
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def write_env(home: Path, values: dict[str, str]) -> Path:
-    """Set ``values`` in ``<home>/.env``: other lines kept, a variable's old line replaced, mode 0600."""
-    from dotenv.parser import parse_stream
-
-    for name, value in values.items():
-        if not ENV_NAME.match(name):
-            raise ValueError(f"'{name}' is not a valid environment variable name")
-        if "\n" in value or "\0" in value:
-            raise ValueError(f"the value of {name} must be a single line")
-    path = home / ".env"
-    with file_lock(path):
-        text = path.read_text(encoding="utf-8") if path.is_file() else ""
-        out: list[str] = []
-        done: set[str] = set()
-        for binding in parse_stream(io.StringIO(text)):
-            original = binding.original.string
-            if binding.key in values:
-                if binding.key not in done:
-                    export = "export " if original.lstrip().startswith("export ") else ""
-                    out.append(f"{export}{binding.key}={quote_env_value(values[binding.key])}\n")
-                    done.add(binding.key)
-                continue
-            out.append(original)
-        if out and not out[-1].endswith("\n"):
-            out[-1] += "\n"
-        out += [f"{k}={quote_env_value(v)}\n" for k, v in values.items() if k not in done]
-        atomic_write(path, "".join(out), mode=0o600)
-    return path

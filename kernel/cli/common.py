@@ -8,10 +8,10 @@ import contextlib
 import json
 import re
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ..core.kernel import Kernel, PluginInfo
 from ..core.loader.discovery import (
@@ -142,7 +142,7 @@ class Parser(argparse.ArgumentParser):
     """
 
     def _get_formatter(self) -> argparse.HelpFormatter:
-        return _plain_formatter(self.formatter_class)(prog=self.prog)
+        return _plain_formatter(cast(type, self.formatter_class))(prog=self.prog)
 
     def _check_value(self, action: argparse.Action, value: Any) -> None:
         choices = action.choices
@@ -174,7 +174,7 @@ def discover(kernel: Kernel) -> tuple[dict[str, Candidate], list[Candidate]]:
     Returns the winners by key and every candidate of every source (overridden
     and refused ones too).
     """
-    groups = kernel._scan_sources()
+    groups = kernel.host.scan_sources()
     merged, _refused = merge_sources(groups, kernel.log)
     return merged, [c for group in groups for c in group]
 
@@ -250,7 +250,7 @@ def candidate_items(candidates: Iterable[Candidate]) -> list[Named]:
     ]
 
 
-def env_state(var: EnvVar, environ: dict[str, str], dotenv: dict[str, str]) -> str | None:
+def env_state(var: EnvVar, environ: Mapping[str, str], dotenv: Mapping[str, str]) -> str | None:
     """Where ``var`` is set: ``environment``, ``.env`` or ``None`` (missing)."""
     if environ.get(var.name):
         return "environment"

@@ -237,14 +237,14 @@ def diagnose(kernel: Kernel, environ: dict[str, str]) -> list[Finding]:
                 f"choose an available provider in {config_file} (see: hermes-kernel providers list)",
             )
         )
-    for row in kernel.providers.status():
-        if row.active and not row.available and row.plugin is not None:
+    for provider in kernel.providers.status():
+        if provider.active and not provider.available and provider.plugin is not None:
             findings.append(
                 Finding(
                     "error",
                     "provider",
-                    f"{row.slot} '{row.name}'",
-                    f"selected but not available: {row.reason}",
+                    f"{provider.slot} '{provider.name}'",
+                    f"selected but not available: {provider.reason}",
                     "make it available (see the reason) or select another provider in "
                     f"{config_file} (see: hermes-kernel providers list)",
                 )

@@ -60,7 +60,7 @@ def gateway_status(args: argparse.Namespace) -> int:
         gateway = kernel.gateway
         rows = [row.to_dict() for row in gateway.status()]
         try:
-            broker = _broker_status(gateway, args.broker)
+            broker = _broker_status(kernel, args.broker)
             sessions = _sessions(gateway, args.broker)
         except GatewayError as exc:
             print(f"hermes-kernel gateway: {exc}", file=sys.stderr)
@@ -83,9 +83,9 @@ def gateway_status(args: argparse.Namespace) -> int:
     return 0
 
 
-def _broker_status(gateway: Any, url: str | None) -> dict[str, Any] | None:
+def _broker_status(kernel: Kernel, url: str | None) -> dict[str, Any] | None:
     """The ``broker`` object of ``gateway status``: asked of the broker itself (``None`` without one)."""
-    settings = gateway.broker_settings(url)
+    settings = kernel.gateway.broker_settings(url)
     if settings is None:
         return None
     import asyncio
@@ -94,7 +94,7 @@ def _broker_status(gateway: Any, url: str | None) -> dict[str, Any] | None:
     from ..gateway.runner import open_broker
 
     try:
-        broker = open_broker(settings, log=gateway._kernel.log)  # pruning is logged
+        broker = open_broker(settings, log=kernel.log)  # pruning is logged
     except BrokerError as exc:
         return {"url": settings.masked_url, "connected": False, "error": str(exc)}
 

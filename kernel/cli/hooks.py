@@ -54,7 +54,7 @@ def hooks_list(args: argparse.Namespace) -> int:
         kernel.providers.list_providers()  # model provider plugins may register hooks too
         known = list(kernel.hook_names)
         others = sorted({h for p in kernel.plugins for h in p.hooks} - set(known))
-        rows = []
+        rows: list[dict[str, Any]] = []
         for hook in known + others:
             callbacks = [
                 {

@@ -170,7 +170,7 @@ def plugin_details(
     ]
     data["providers"] = [r.to_dict() for r in kernel.providers.status() if r.plugin == info.name]
     # Auxiliary tasks, browser providers, secret sources, ... (names and labels only, never a secret value).
-    attached = "registrations" in kernel.defaults
+    attached = "registrations" in kernel.services
     data["registrations"] = kernel.registrations.of_plugin(info.name) if attached else {}
     return data
 
@@ -367,7 +367,7 @@ def plugins_list(args: argparse.Namespace) -> int:
             else:
                 print(_format_rows(listed))
             sources = {row.info.source for row in listed}
-            asked = kernel._services.asked_for()
+            asked = kernel.host.services_asked_for()
             if not args.refresh and asked and not sources & {"config", "hooks"}:
                 print(f"config.yaml also sets up {', '.join(asked)}: their entries show after a load.")
     finally:
@@ -536,14 +536,14 @@ def _plugin_rows(listed: list[Listed]) -> tuple[list[str], list[tuple[str, ...]]
         notes.append(lines)
     footnotes = []
     bases = {row.basis for row in listed}
-    cells = {cell for r in rows for cell in r[5:7]}
+    shown = {cell for r in rows for cell in r[5:7]}
     if "last load" in bases:
         footnotes.append("* as of the last load; things changed since.")
-    if any(cell.endswith(" declared") for cell in cells):
+    if any(cell.endswith(" declared") for cell in shown):
         footnotes.append(
             "declared: what plugin.yaml says (provides_tools, provides_hooks); a load shows what registers."
         )
-    if "?" in cells:
+    if "?" in shown:
         footnotes.append("? not declared in plugin.yaml: known once the plugin loads.")
     if bases - {"current"}:
         footnotes.append("Listing imports no plugin code: `hermes-kernel plugins list --refresh` loads them.")

@@ -13,6 +13,7 @@ kernel that wanted it.
 
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING
 
 from ..base.config import section
@@ -21,6 +22,9 @@ from . import host
 
 if TYPE_CHECKING:
     from ..core.kernel import Kernel
+
+# The kernels this service installed the shims for (uninstalled at their shutdown).
+_serving: weakref.WeakSet[Kernel] = weakref.WeakSet()
 
 
 def install(kernel: Kernel) -> None:
@@ -46,7 +50,7 @@ def wanted(kernel: Kernel) -> bool:
     if value is None:
         return True
     if not isinstance(value, bool):
-        kernel._config_problem(
+        kernel.host.config_problem(
             f"config.yaml: 'compat.hermes' must be true or false, not {value!r}; using true"
         )
         return True
@@ -57,10 +61,11 @@ def wanted(kernel: Kernel) -> bool:
 def service_load_started(kernel: Kernel) -> None:
     if wanted(kernel):
         install(kernel)
-        kernel._compat = True
+        _serving.add(kernel)
 
 
 @serviceimpl
 def service_shutdown(kernel: Kernel) -> None:
-    if getattr(kernel, "_compat", False):
+    if kernel in _serving:
+        _serving.discard(kernel)
         uninstall(kernel)

@@ -31,6 +31,10 @@ import sys
 import threading
 import types
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, cast
+
+if TYPE_CHECKING:
+    from importlib.abc import Loader
 
 # Served name -> (implementation module under kernel.compat.shims or None for an empty package, is_package).
 SHIMS: dict[str, tuple[str | None, bool]] = {
@@ -99,7 +103,7 @@ class ShimFinder:
             # The parent is a real package (or not imported through us): never graft into it.
             return None
         _impl, is_package = entry
-        return importlib.machinery.ModuleSpec(fullname, self, is_package=is_package)
+        return importlib.machinery.ModuleSpec(fullname, cast("Loader", self), is_package=is_package)
 
     def serves(self, module: object) -> bool:
         """Whether ``module`` is one this finder made."""
@@ -118,7 +122,7 @@ class ShimFinder:
             module.__path__ = []
         if impl_name is None:
             module.__doc__ = f"``{name}`` as served by hermes-kernel for plugins written for Hermes Agent."
-            module.__all__ = []
+            module.__dict__["__all__"] = []
         else:
             try:
                 impl = importlib.import_module(f"{_IMPL_PACKAGE}.{impl_name}")
@@ -137,7 +141,7 @@ class ShimFinder:
                     name=name,
                 )
             module.__dict__.update({n: getattr(impl, n) for n in names})
-            module.__all__ = names
+            module.__dict__["__all__"] = names
             module.__doc__ = impl.__doc__
         with self._lock:
             self._served[name] = module

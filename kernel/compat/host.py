@@ -19,10 +19,13 @@ import sys
 import threading
 from typing import TYPE_CHECKING
 
+from ..core.api import kernel_of
 from ..core.context import current_context, loading
 from ..core.running import running_kernel
 
 if TYPE_CHECKING:
+    import types
+
     from ..core.kernel import Kernel
 
 __all__ = [
@@ -53,13 +56,13 @@ def current_kernel() -> Kernel | None:
     """
     ctx = current_context()
     if ctx is not None:
-        return ctx._kernel
+        return kernel_of(ctx)
     with _lock:
         kernels = list(_kernels)
     if not kernels:
         return None
-    by_namespace = {k._namespace: k for k in kernels}
-    frame = sys._getframe(1)
+    by_namespace = {k.host.namespace: k for k in kernels}
+    frame: types.FrameType | None = sys._getframe(1)
     for _ in range(_MAX_FRAMES):
         if frame is None:
             break

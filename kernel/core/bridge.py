@@ -14,13 +14,18 @@ import functools
 import inspect
 import threading
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Generator
+from typing import TYPE_CHECKING, Any
 
 from pluggy import Result
 
 from .callbacks import _VALUES, Callback, Chain, HookTimeout, Request, _as_list
 from .running import RUNNING
+
+if TYPE_CHECKING:
+    from pluggy import HookImpl
+
+    from .callbacks import _Monitor
 
 
 class _Bridge:
@@ -162,6 +167,26 @@ async def _as_coroutine(awaitable: Any) -> Any:
 class AsyncCalls:
     """The coroutine driver of :class:`~kernel.core.hooks.HookEngine` (a mixin; the state is the engine's):
     async callbacks are awaited on the caller's loop, sync ones run on a worker thread."""
+
+    if TYPE_CHECKING:
+        # The engine's state and steps these methods use (set in HookEngine), declared for type checkers.
+        owner: object
+        timeout: float | None
+        monitors: list[_Monitor]
+
+        def _chain_to_call(self, hook: str, kwargs: dict[str, Any]) -> Chain | None: ...
+        def _before(self, hook: str, methods: list[HookImpl], kwargs: dict[str, Any]) -> list[_Monitor]: ...
+        def _after(
+            self,
+            called: list[_Monitor],
+            outcome: Result[Any],
+            hook: str,
+            methods: list[HookImpl],
+            kwargs: dict[str, Any],
+        ) -> None: ...
+        def _steps(
+            self, chain: Chain, kwargs: dict[str, Any], firstresult: bool, request: Request | None
+        ) -> Generator[tuple[Callback, dict[str, Any]], tuple[bool, Any], Any]: ...
 
     async def ainvoke(self, hook: str, kwargs: dict[str, Any], request: Request | None = None) -> list[Any]:
         """As :meth:`invoke`, awaiting async callbacks on the running loop."""

@@ -15,7 +15,7 @@ import threading
 import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, cast
 
 from pluggy import HookImpl
 
@@ -74,9 +74,69 @@ def describe(exc: BaseException) -> str:
 
     name = type(exc).__name__
     if issubclass(type(exc), SystemExit):
-        return f"SystemExit({safe_text(repr, exc.code)})"
+        return f"SystemExit({safe_text(repr, cast(SystemExit, exc).code)})"
     text = redact_text(str.strip(safe_text(str, exc)))
     return f"{name}: {text}" if text else name
+
+
+class _Warns(Protocol):
+    def warning(self, event: str, **fields: Any) -> Any: ...
+
+
+class Contained:
+    """A block of plugin code run by :func:`contained`, and what it ended with.
+
+    ``exc`` is what the block raised and was contained (``None`` while it has
+    not failed); ``error`` is that failure described (``describe(exc)``).
+    """
+
+    __slots__ = ("_error", "_event", "_fields", "_log", "exc")
+
+    def __init__(self, log: _Warns | None, event: str, fields: dict[str, Any]) -> None:
+        self._log, self._event, self._fields = log, event, fields
+        self._error: str | None = None
+        self.exc: BaseException | None = None
+
+    @property
+    def failed(self) -> bool:
+        """Whether the block raised (and the failure was contained)."""
+        return self.exc is not None
+
+    @property
+    def error(self) -> str:
+        """``Type: message`` of the failure, redacted (``""`` when the block did not fail)."""
+        if self._error is None:
+            self._error = "" if self.exc is None else describe(self.exc)
+        return self._error
+
+    def __enter__(self) -> Contained:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: types.TracebackType | None
+    ) -> bool:
+        if exc is None or propagates(exc):
+            return False
+        self.exc = exc
+        if self._log is not None:
+            self._log.warning(self._event, **self._fields, error=self.error)
+        return True
+
+
+def contained(log: _Warns | None = None, event: str = "", /, **fields: Any) -> Contained:
+    """Run a ``with`` block of plugin code as a contained call.
+
+    What :func:`propagates` says must escape does; anything else the block
+    raises (``SystemExit`` too) ends the block, is logged as
+    ``log.warning(event, **fields, error=describe(exc))`` when ``log`` is
+    given, and is kept on the returned :class:`Contained`::
+
+        with contained(kernel.log, "memory_backup_paths_failed", provider=name) as outcome:
+            paths = provider.backup_paths()
+        if outcome.failed:
+            return []
+    """
+    return Contained(log, event, fields)
 
 
 def plain_text(value: Any) -> str | None:

@@ -17,11 +17,11 @@ import logging
 import types
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from ..base.config import profile_name
-from ..base.yamledit import get_setting, write_setting
-from .hooks import NORMAL
+from ..base.settings import get_setting, write_setting
+from .hooks import NORMAL, Callback
 from .plugin_manager import PluginError
 
 if TYPE_CHECKING:
@@ -50,12 +50,16 @@ def current_context() -> PluginContext | None:
     return _loading.get()
 
 
-def _live(method: Callable[..., Any]) -> Callable[..., Any]:
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _live(method: Callable[Concatenate[Any, _P], _R]) -> Callable[Concatenate[Any, _P], _R]:
     """Refuse ``method`` once the plugin is no longer registered (unloaded, blocked, rolled back,
     or its kernel shut down): a thread it left behind cannot add anything any more."""
 
     @functools.wraps(method)
-    def guarded(self: PluginContext, *args: Any, **kwargs: Any) -> Any:
+    def guarded(self: PluginContext, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         kernel, record = self._kernel, self._record
         if kernel._closed or record.obj is None or kernel._records.get(record.name) is not record:
             raise PluginError(
@@ -81,7 +85,7 @@ class PluginContext:
     def __init__(self, kernel: Kernel, record: _Record) -> None:
         self._kernel = kernel
         self._record = record
-        self._undo: list[Callable[[], None]] = []
+        self._undo: list[Callable[[], object]] = []
         self._llm: Any = None
 
     def __getattr__(self, name: str) -> Any:
@@ -167,12 +171,13 @@ class PluginContext:
         self._kernel.pm.add_hookspecs_for(module_or_class, strict=False)
 
     @_live
-    def _add_hook(self, name: str, callback: Callable[..., Any], tier: int = NORMAL) -> None:
+    def _add_hook(self, name: str, callback: Callable[..., Any], tier: int = NORMAL) -> Callback:
         kernel, record = self._kernel, self._record
         cb = kernel._hooks.add(record.obj, record.name, name, callback, tier=tier)
         record.callbacks.append(cb)
         self._undo.append(lambda: kernel._hooks.remove(cb))
         self._undo.append(lambda: record.callbacks.remove(cb))
+        return cb
 
     @property
     def profile_name(self) -> str:
@@ -202,3 +207,11 @@ class PluginContext:
             undo = self._undo.pop()
             with contextlib.suppress(ValueError):  # already gone
                 undo()
+
+
+if TYPE_CHECKING:
+    #: The base of a service's ``Context`` (the members it contributes): ``PluginContext`` for type
+    #: checkers, so that its methods see the context they are installed on; ``object`` at run time.
+    ServiceContext = PluginContext
+else:
+    ServiceContext = object

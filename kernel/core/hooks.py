@@ -479,11 +479,11 @@ class HookEngine(AsyncCalls):
         teardowns = []
         for cb in chain.wrappers:
             try:
-                gen = self._step(lambda cb=cb: cb.call(**(prepare(kwargs) if prepare else kwargs)))
+                gen = self._step(lambda cb=cb: cb.call(**(prepare(kwargs) if prepare else kwargs)))  # type: ignore[misc]  # a lambda's default argument
                 if type(gen) is not _GENERATOR:
                     raise TypeError("a wrapper must be a generator function (one yield)")
                 try:
-                    self._step(lambda gen=gen: next(gen))
+                    self._step(lambda gen=gen: next(gen))  # type: ignore[misc]  # a lambda's default argument
                 except StopIteration:
                     raise RuntimeError("the wrapper did not yield") from None
             except BaseException as exc:

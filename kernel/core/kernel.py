@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import dataclasses
 import os
 import weakref
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import hookspecs
 from ..base import environ, state
@@ -18,8 +17,9 @@ from ..base.environ import KernelEnviron
 from ..base.log import KernelLogging
 from ..hookspecs import __version__
 from . import watchdog
-from .callbacks import OBSERVER_KEY, OBSERVER_SCHEMA_VERSION
-from .hooks import Callback, HookEngine, Request, context_text, describe, plain_text, plugin_order, propagates
+from .api import ServiceHost
+from .callbacks import OBSERVER_KEY, OBSERVER_SCHEMA_VERSION, contained
+from .hooks import Callback, HookEngine, Request, context_text, describe, plain_text, plugin_order
 from .loader.discovery import (
     ENTRY_POINT_GROUPS,
     Candidate,
@@ -32,16 +32,30 @@ from .loader.importer import Loader, _file_dir, _gc_paused, _source_dir
 from .plugin_manager import KernelPluginManager, PluginError
 from .records import (
     BLOCKED,
-    NOT_ENABLED,
     RUN_CHOICE_VARIABLES,
     SOURCE_RANK,
     Choice,
     PluginInfo,
     _Record,
+    info_from_last_load,
     run_choice,
 )
 from .running import RUNNING
 from .services import Service, ServiceManager
+
+if TYPE_CHECKING:
+    from ..commands import CliCommand, CommandRegistry
+    from ..events import EventBus
+    from ..gateway.registry import PlatformRegistry
+    from ..gateway.runner import Gateway
+    from ..messages import Inbox
+    from ..providers.manager import ProviderManager
+    from ..providers.slots import SlotRegistry
+    from ..registrations.registry import Registrations
+    from ..skills import SkillRegistry
+    from ..surfaces.speech import Speech
+    from ..tools.middleware import MiddlewareRegistry
+    from ..tools.registry import ToolRegistry
 
 #: Where the entry points of the installed distributions are remembered (see discovery.scan_entry_points).
 ENTRY_POINTS_CACHE = Path("cache") / "entry-points.json"
@@ -64,6 +78,24 @@ class Kernel(Loader):
     attached when first used (see :mod:`kernel.core.services`).
     """
 
+    if TYPE_CHECKING:
+        # The attributes the built-in services set when attached (kernel.defaults), declared for type
+        # checkers only: at run time reading one attaches its service (__getattr__).
+        tools: ToolRegistry
+        middleware: MiddlewareRegistry
+        commands: CommandRegistry
+        cli_commands: dict[str, CliCommand]
+        skills: SkillRegistry
+        providers: ProviderManager
+        slots: SlotRegistry
+        events: EventBus
+        inbox: Inbox
+        inject_message: Callable[..., bool]  # the inbox's put
+        platforms: PlatformRegistry
+        gateway: Gateway
+        speech: Speech
+        registrations: Registrations
+
     def __init__(
         self,
         home: str | os.PathLike[str] | None = None,
@@ -76,7 +108,7 @@ class Kernel(Loader):
         self.approver = approver
         self._config_override = copy.deepcopy(dict(config)) if config else None
         # Caches to write once the kernel writes any (a constructed kernel writes nothing).
-        self._remember: list[Callable[[], None]] = []
+        self._remember: list[Callable[[], object]] = []
         #: Whether a load may make ``<home>/cache`` for its caches (a CLI printing only help says no).
         self.write_caches = True
         self.config, self.problems = load_config(self.home, config, self._remember, check=True)
@@ -121,13 +153,15 @@ class Kernel(Loader):
         self._manifests = state.ManifestCache(self.home)
         # Set once the deferred (model provider) plugins were asked for: load() then imports them all.
         self._deferred_wanted = False
+        #: What a service may use of this kernel (see :mod:`kernel.core.api`).
+        self.host = ServiceHost(self)
         self._services = ServiceManager(self, services)
 
     def __getattr__(self, name: str) -> Any:
         # Only for names not set yet: a service's attribute attaches the service that sets it.
         services = self.__dict__.get("_services")
         service = services.for_attribute(name) if services is not None else None
-        if service is None:
+        if services is None or service is None:
             raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
         services.attach(service.name)
         try:
@@ -233,8 +267,8 @@ class Kernel(Loader):
             except TypeError:  # saved by another version
                 saved = []
         previous: dict[str, dict[str, Any]] = {}
-        for record in saved:
-            previous.setdefault(record["name"], record)
+        for saved_record in saved:
+            previous.setdefault(saved_record["name"], saved_record)
         choice = self.plugin_choice()
         rows: list[tuple[PluginInfo, str]] = []
         for cand in [*(merged[key] for key in sorted(merged, key=plugin_order)), *refused]:
@@ -249,8 +283,8 @@ class Kernel(Loader):
             elif record.is_model_provider:
                 record.enabled = record.deferred = True
                 rows.append((record.info(), "current"))
-            elif old is not None and _same_plugin(old, record) and not _was_skipped(old):
-                rows.append((_info_from(old, record), "last load"))
+            elif old is not None and (last := info_from_last_load(old, record)) is not None:
+                rows.append((last, "last load"))
             else:
                 rows.append((record.info(), "unknown"))
         for old in previous.values():
@@ -691,7 +725,7 @@ class Kernel(Loader):
     def _on_hook_failure(self, cb: Callback, exc: BaseException) -> None:
         fields = {"plugin": cb.plugin, "hook": cb.hook, "error": cb.error or describe(exc)}
         action = "callback disabled for the life of this kernel"
-        try:
+        with contained() as logging_it:
             self.log.warning(
                 "hook_failed",
                 **fields,
@@ -699,10 +733,7 @@ class Kernel(Loader):
                 action=action,
                 exc_info=exc if self.debug else None,
             )
-        except BaseException as log_exc:
-            if propagates(log_exc):
-                raise
-            # An exception that even the traceback renderer cannot print.
+        if logging_it.failed:  # an exception that even the traceback renderer cannot print
             self.log.warning("hook_failed", **fields, action=action)
 
     def _note_failure(self, plugin: str, problem: str) -> None:
@@ -728,47 +759,3 @@ def merge_context(results: list[Any]) -> str:
     except TypeError:  # a result that is not a string
         pass
     return "\n\n".join(piece for piece in map(context_text, results) if piece is not None)
-
-
-# What only a load tells about a plugin.
-_OUTCOME = (
-    "enabled",
-    "error",
-    "tools",
-    "hooks",
-    "commands",
-    "disabled_hooks",
-    "warnings",
-    "hook_errors",
-    "cli_commands",
-    "skills",
-    "middleware",
-    "platforms",
-    "registrations",
-)
-
-
-def _same_plugin(old: dict[str, Any], record: _Record) -> bool:
-    """Whether a saved record is of the plugin ``record`` stands for (same source and place)."""
-    return old.get("source") == record.source and old.get("path") == (
-        str(record.path) if record.path else None
-    )
-
-
-def _was_skipped(old: dict[str, Any]) -> bool:
-    """Whether the last load did not import the plugin (disabled, not enabled, blocked, missing
-    variables): that says nothing of what importing it does."""
-    error = old.get("error")
-    if not isinstance(error, str) or old.get("enabled"):
-        return False
-    return error.startswith(("disabled", NOT_ENABLED, BLOCKED)) or "(missing: " in error
-
-
-def _info_from(old: dict[str, Any], record: _Record) -> PluginInfo:
-    """``record``'s info (from its manifest, now) with the outcome of the last load: state and counts."""
-    info = record.info()
-    try:
-        last = PluginInfo(**old)
-    except TypeError:
-        return info
-    return dataclasses.replace(info, **{name: getattr(last, name) for name in _OUTCOME})

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -245,3 +245,50 @@ class _Record:
             platforms=list(self.platforms),
             registrations={kind: list(names) for kind, names in self.registrations.items() if names},
         )
+
+
+# What only a load tells about a plugin.
+_OUTCOME = (
+    "enabled",
+    "error",
+    "tools",
+    "hooks",
+    "commands",
+    "disabled_hooks",
+    "warnings",
+    "hook_errors",
+    "cli_commands",
+    "skills",
+    "middleware",
+    "platforms",
+    "registrations",
+)
+
+
+def _same_plugin(old: dict[str, Any], record: _Record) -> bool:
+    """Whether a saved record is of the plugin ``record`` stands for (same source and place)."""
+    return old.get("source") == record.source and old.get("path") == (
+        str(record.path) if record.path else None
+    )
+
+
+def _was_skipped(old: dict[str, Any]) -> bool:
+    """Whether the last load did not import the plugin (disabled, not enabled, blocked, missing
+    variables): that says nothing of what importing it does."""
+    error = old.get("error")
+    if not isinstance(error, str) or old.get("enabled"):
+        return False
+    return error.startswith(("disabled", NOT_ENABLED, BLOCKED)) or "(missing: " in error
+
+
+def info_from_last_load(old: dict[str, Any], record: _Record) -> PluginInfo | None:
+    """``record``'s info (from its manifest, now) with the outcome of the last load (state and counts)
+    saved as ``old``; ``None`` when ``old`` is of another plugin or the last load did not import it."""
+    if not _same_plugin(old, record) or _was_skipped(old):
+        return None
+    info = record.info()
+    try:
+        last = PluginInfo(**old)
+    except TypeError:
+        return info
+    return replace(info, **{name: getattr(last, name) for name in _OUTCOME})

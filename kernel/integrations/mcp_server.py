@@ -163,8 +163,8 @@ async def aserve(
     completed = False
     try:
         await tools.server.run(
-            _Arguments(read_stream, tools.set_aside),
-            write_stream,
+            _Arguments(read_stream, tools.set_aside),  # type: ignore[arg-type]  # the SDK's stream, wrapped
+            write_stream,  # type: ignore[arg-type]  # the SDK's own stream, typed more loosely here
             tools.server.create_initialization_options(),
         )
         completed = True

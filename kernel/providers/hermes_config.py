@@ -171,7 +171,7 @@ def model_name(section: Any) -> tuple[str | None, str | None]:
     """``(name, problem)`` for a ``model:`` section: the first of ``model``, ``default``, ``name``
     that is a model name, and what is wrong with the first one that is not (else ``None``)."""
     if isinstance(section, str):
-        candidates = [("model", section)]
+        candidates: list[tuple[str, Any]] = [("model", section)]
     elif isinstance(section, Mapping):
         candidates = [(key, section.get(key)) for key in NAME_KEYS]
     else:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import weakref
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..base.config import ConfigNote, section
-from ..core.callbacks import describe, propagates
+from ..core.api import contained
 from ..core.watchdog import SharedRLock
 from ..tools import ToolRegistrationError
 from .context_engine import ContextEngine
@@ -84,7 +85,9 @@ class ProviderManager:
 
     def __init__(self, kernel: Kernel) -> None:
         self._kernel = kernel
-        self.catalog = ProviderCatalog(loader=kernel._load_deferred)
+        self.catalog = ProviderCatalog(loader=kernel.host.load_deferred)
+        #: Slot-hook callbacks already asked for their providers (each is asked once).
+        self.slots_asked: weakref.WeakSet[Any] = weakref.WeakSet()
         self._client: Any = None
         self._client_key: Any = None
         self._host_model: Any = None  # a host's model (use_model), in place of config.yaml's
@@ -265,7 +268,7 @@ class ProviderManager:
         if memory is None:
             return None, None
         plugin = self._kernel.slots.get("memory", memory.name).plugin
-        return memory, self._kernel._plugin_submodule(plugin, "cli")
+        return memory, self._kernel.host.plugin_submodule(plugin, "cli")
 
     def memory_cli(self) -> tuple[str, Any] | None:
         """``(name, register_cli)`` from the active memory provider's ``cli.py``, if it has one."""
@@ -312,14 +315,9 @@ class ProviderManager:
         of such dicts is logged and has none.
         """
         provider = self.memory_provider(name)
-        try:
+        with contained(self._kernel.log, "memory_config_schema_failed", provider=provider.name) as call:
             fields = provider.get_config_schema()
-        except BaseException as exc:
-            if propagates(exc):
-                raise
-            self._kernel.log.warning(
-                "memory_config_schema_failed", provider=provider.name, error=describe(exc)
-            )
+        if call.failed:
             return []
         if not isinstance(fields, list | tuple):
             self._kernel.log.warning(
@@ -342,14 +340,10 @@ class ProviderManager:
             provider = self.memory_provider()
         except ProviderSelectionError:
             return []
-        try:
+        # A backup must not fail because of a provider.
+        with contained(self._kernel.log, "memory_backup_paths_failed", provider=provider.name) as call:
             declared = provider.backup_paths()
-        except BaseException as exc:  # a backup must not fail because of a provider
-            if propagates(exc):
-                raise
-            self._kernel.log.warning(
-                "memory_backup_paths_failed", provider=provider.name, error=describe(exc)
-            )
+        if call.failed:
             return []
         if not isinstance(declared, list | tuple):
             self._kernel.log.warning(
@@ -499,7 +493,7 @@ class ProviderManager:
         """Offer the tools of the active memory provider and ``generate_image``; report problems."""
         kernel = self._kernel
         for _slot, problem in self.problems():
-            kernel._config_problem(problem)
+            kernel.host.config_problem(problem)
         for slot in CHOSEN_SLOTS:
             try:
                 self.active(slot)
@@ -508,7 +502,7 @@ class ProviderManager:
                     kernel.log.warning("provider_unavailable", slot=slot, detail=str(exc))
             note = self.fallback_note(slot) if slot in AUTO_SLOTS else None
             if note is not None:
-                kernel._config_problem(ConfigNote(note, f"edit {kernel.home / 'config.yaml'}"))
+                kernel.host.config_problem(ConfigNote(note, f"edit {kernel.home / 'config.yaml'}"))
         self._register_memory_tools()
         self._register_image_tool()
 
@@ -644,7 +638,7 @@ def _add_provider_tool(
     kernel: Kernel, plugin: str, name: str, toolset: str, schema: Any, handler: Any
 ) -> None:
     """Register a tool of an active provider, attributed to the provider's plugin."""
-    record = kernel._records.get(plugin)
+    record = kernel.host.records.get(plugin)
     try:
         tool, _warnings = kernel.tools.register(name, toolset, schema, handler, plugin=plugin)
     except ToolRegistrationError as exc:

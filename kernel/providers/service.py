@@ -11,13 +11,13 @@ section.  See :mod:`kernel.core.services` for how a service attaches.
 from __future__ import annotations
 
 import inspect
-import weakref
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
 
 from .. import hookspecs
+from ..core.api import kernel_of, on_rollback, record_of
 from ..core.callbacks import describe
-from ..core.context import PluginContext, _live
+from ..core.context import PluginContext, ServiceContext, _live
 from ..core.plugin_manager import PluginError
 from ..core.services import serviceimpl
 from .manager import SLOTS as PROVIDER_SLOTS
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from ..core.records import _Record
 
 
-class Context:
+class Context(ServiceContext):
     """The ``ctx.register_*_provider`` members this service adds to :class:`PluginContext`."""
 
     @_live
@@ -74,15 +74,15 @@ class Context:
 
 
 def _offer(ctx: PluginContext, slot: str, provider: Any) -> None:
-    kernel, record = ctx._kernel, ctx._record
+    kernel, record = kernel_of(ctx), record_of(ctx)
     offer_provider(kernel, slot, provider, record.name)
-    ctx._undo.append(lambda: kernel.slots.remove_plugin(record.name))
-    ctx._undo.append(lambda: kernel.providers.catalog.remove_plugin(record.name))
+    on_rollback(ctx, lambda: kernel.slots.remove_plugin(record.name))
+    on_rollback(ctx, lambda: kernel.providers.catalog.remove_plugin(record.name))
 
 
 def offer_provider(kernel: Kernel, slot: str, provider: Any, plugin: str) -> None:
     """Put ``provider`` into ``slot`` for ``plugin``; a refusal is a warning on the plugin."""
-    record = kernel._records.get(plugin)
+    record = kernel.host.records.get(plugin)
     if slot == "model_provider":
         problem = kernel.providers.catalog.add(provider, plugin, record.source if record else "runtime")
     else:
@@ -125,7 +125,7 @@ def _replace(kernel: Kernel, slot: str, provider: Any, plugin: str) -> None:
     kernel.log.warning(
         f"{slot}_provider_replaced", provider=replaced.name, plugin=plugin, replaced_plugin=replaced.plugin
     )
-    record = kernel._records.get(plugin)
+    record = kernel.host.records.get(plugin)
     if replaced.plugin != plugin and record is not None:
         record.warnings.append(
             f"{slot} provider '{replaced.name}' of plugin '{replaced.plugin}' was replaced by plugin "
@@ -136,12 +136,12 @@ def _replace(kernel: Kernel, slot: str, provider: Any, plugin: str) -> None:
 def fire_slots(kernel: Kernel, only: str | None) -> None:
     """Ask the slot-hook callbacks (of plugin ``only``, or all) for their providers, each once."""
     for hook, slot in hookspecs.SLOT_HOOKS.items():
-        chain = kernel._hooks.chains.get(hook)  # its live callbacks, in call order
+        chain = kernel.host.engine.chains.get(hook)  # its live callbacks, in call order
         for cb in chain.callbacks if chain is not None else ():
-            if cb in kernel._slots_asked or (only is not None and cb.plugin != only):
+            if cb in kernel.providers.slots_asked or (only is not None and cb.plugin != only):
                 continue
-            kernel._slots_asked.add(cb)
-            kernel._hooks.execute(
+            kernel.providers.slots_asked.add(cb)
+            kernel.host.engine.execute(
                 hook, [cb.impl], {"register": _slot_register(kernel, slot, cb.plugin)}, False
             )
 
@@ -157,9 +157,7 @@ def _slot_register(kernel: Kernel, slot: str, plugin: str) -> Any:
 def service_attach(kernel: Kernel) -> None:
     kernel.slots = SlotRegistry()
     kernel.providers = ProviderManager(kernel)
-    # Slot-hook callbacks already asked for their providers (each is asked once).
-    kernel._slots_asked = weakref.WeakSet()
-    kernel._lendable.extend((kernel.providers._lock, kernel.providers.catalog._lock))
+    kernel.host.lend_locks(kernel.providers._lock, kernel.providers.catalog._lock)
 
 
 @serviceimpl

@@ -130,13 +130,13 @@ def conform(obj: Any, base: type) -> tuple[Any, list[str]]:
         if name.startswith("_"):
             continue
         if hasattr(obj, name):
-            members[name] = property(lambda self, n=name: getattr(wrapped(self), n))
+            members[name] = property(lambda self, n=name: getattr(wrapped(self), n))  # type: ignore[misc]  # a lambda's default argument
         elif not callable(default := getattr(base, name)) and not isinstance(
             inspect.getattr_static(base, name), property
         ):
             # A data default of ``base`` (a counter): ``obj``'s own value once set, else the default.
-            members[name] = property(lambda self, n=name, d=default: getattr(wrapped(self), n, d))
+            members[name] = property(lambda self, n=name, d=default: getattr(wrapped(self), n, d))  # type: ignore[misc]  # as above
     view_class = type(type(obj).__name__, (base,), members)
-    view = object.__new__(view_class)
+    view: Any = object.__new__(view_class)
     object.__setattr__(view, "_wrapped", obj)
     return view, []

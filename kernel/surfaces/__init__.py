@@ -35,7 +35,7 @@ def load_surface(kernel: Kernel, name: str, load: Callable[[Kernel], None]) -> N
         load(kernel)
     except Exception as exc:  # a bug in a surface loader must not stop the kernel
         error = f"{type(exc).__name__}: {exc}"
-        kernel._config_problem(f"{name.replace('_', ' ')}: could not be loaded: {error}")
+        kernel.host.config_problem(f"{name.replace('_', ' ')}: could not be loaded: {error}")
 
 
 def end_process_group(proc: subprocess.Popen[bytes], grace: float = 0.0) -> None:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from ..base.safe_yaml import MAX_HOOK_BYTES, read_yaml, yaml_problem
+from ..core.api import record_of
 from ..core.hooks import plugin_order
 from ..core.services import serviceimpl
 from . import SurfaceError, load_surface
@@ -57,7 +58,7 @@ def load(kernel: Kernel) -> None:
     except FileNotFoundError:
         return
     except OSError as exc:
-        kernel._config_problem(f"event hooks: cannot read {root}: {exc}")
+        kernel.host.config_problem(f"event hooks: cannot read {root}: {exc}")
         return
     for folder in sorted(folders, key=lambda p: plugin_order(p.name)):
         _add_folder(kernel, folder)
@@ -79,11 +80,11 @@ def _add_folder(kernel: Kernel, folder: Path) -> None:
                 description = data["description"].strip()
     hook = _FolderHook(kernel, folder)
     try:
-        kernel._add_surface(
+        kernel.host.add_surface(
             f"hooks:{name}", "event-hook", hook.setup, source="hooks", path=folder, description=description
         )
     except Exception as exc:  # a name already taken
-        kernel._config_problem(f"event hooks: {folder} skipped: {exc}")
+        kernel.host.config_problem(f"event hooks: {folder} skipped: {exc}")
 
 
 class _FolderHook:
@@ -98,7 +99,7 @@ class _FolderHook:
         handle = self._handler(ctx)
         for event in events:
             self.kernel.events.connect(event, handle, owner=ctx.plugin_id)
-        record = ctx._record
+        record = record_of(ctx)
         on = f"on {', '.join(events)}"
         record.description = f"{record.description} ({on})" if record.description else on
 
@@ -138,15 +139,15 @@ class _FolderHook:
             self.kernel.log.warning(
                 "unknown_event", folder=str(self.folder), event_name=event, hint=hint or None
             )
-            ctx._record.warnings.append(warning)
+            record_of(ctx).warnings.append(warning)
         return events
 
     def _handler(self, ctx: PluginContext) -> Callable[[str, dict[str, Any]], Any]:
         path = self.folder / HANDLER
         if not path.is_file():
             raise self._fail(f"{HANDLER} is missing", "add handler.py defining handle(event_type, context)")
-        record = ctx._record
-        namespace = self.kernel._ensure_namespace_module()
+        record = record_of(ctx)
+        namespace = self.kernel.host.namespace_module()
         module_name = f"{namespace.__name__}.hook_{record.slug}"
         spec = importlib.util.spec_from_file_location(module_name, path)
         if spec is None or spec.loader is None:

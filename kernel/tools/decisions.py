@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..base.safe_yaml import data_problem
-from ..core.hooks import Callback, Request, describe, propagates, safe_text
+from ..core.api import contained
+from ..core.hooks import Callback, Request, propagates, safe_text
 
 if TYPE_CHECKING:
     from ..core.kernel import Kernel
@@ -142,19 +143,17 @@ def decide_tool_call(
     has made a ``modify`` decision (an ``edit``).  A callback that fails, or
     whose answer or edit cannot be read, blocks the call (and is disabled).
     """
-    try:
+    with contained() as copying:
         snapshot = copy.deepcopy(args)
-    except BaseException as exc:
-        if propagates(exc):
-            raise
+    if copying.failed:
         return Verdict(
             blocked=f"tool call to '{tool_name}' blocked: its arguments cannot be copied for the "
-            f"pre_tool_call guards ({describe(exc)})",
+            f"pre_tool_call guards ({copying.error})",
             args=args,
         )
     guards = _Guards(kernel, tool_name, snapshot)
     request = Request(pairs=[], failures=[], prepare=guards.prepare, after=guards.after)
-    outcome = kernel._hooks.invoke(
+    outcome = kernel.host.engine.invoke(
         "pre_tool_call", {**context, "tool_name": tool_name, "args": snapshot}, request
     )
     # Every answer is read, so that every guard that broke the rules is disabled in this call.
@@ -168,7 +167,7 @@ def decide_tool_call(
             _, cb, edited = edits.pop(0)
             decisions.append((cb.plugin, ("edit", edited)))
 
-    for cb, value in kernel._hooks.results_of(outcome, request):
+    for cb, value in kernel.host.engine.results_of(outcome, request):
         edits_until(guards.position.get(cb, math.inf))
         try:
             decision = guards.decision(cb, value)
@@ -184,7 +183,7 @@ def decide_tool_call(
         except BaseException as exc:
             if propagates(exc):
                 raise
-            kernel._hooks.fail(cb, exc)
+            kernel.host.engine.fail(cb, exc)
             failed.append((cb, "returned a decision that could not be read"))
             continue
         if decision is not None:
@@ -196,7 +195,7 @@ def decide_tool_call(
     verdict = merge_decisions(snapshot, decisions)
     if verdict.blocked is None:
         for plugin, message, rule_key in verdict.approvals:
-            request = ApprovalRequest(
+            asked = ApprovalRequest(
                 tool_name=tool_name,
                 args=copy.deepcopy(verdict.args),
                 message=message,
@@ -206,7 +205,7 @@ def decide_tool_call(
                 session_id=context.get("session_id") or None,
                 task_id=context.get("task_id") or None,
             )
-            if not approve(kernel, request, context):
+            if not approve(kernel, asked, context):
                 reason = f": {message}" if message else ""
                 verdict.blocked = (
                     f"tool call to '{tool_name}' was not approved (asked by plugin '{plugin}'){reason}"
@@ -236,14 +235,12 @@ class _Guards:
     def after(self, cb: Callback, result: Any, kwargs: dict[str, Any]) -> None:
         """``cb`` returned ``result`` for the arguments in ``kwargs``: hand its edit and modify on."""
         self.position[cb] = len(self.position)
-        try:
+        with contained() as reading:
             edited = _edited(kwargs.get("args"), self.current)
-        except BaseException as exc:
-            if propagates(exc):
-                raise
-            self.kernel._hooks.fail(cb, exc)
+        if reading.exc is not None:
+            self.kernel.host.engine.fail(cb, reading.exc)
             self.bad_edits[cb] = (
-                f"changed its args in place into arguments the kernel cannot use ({describe(exc)}); "
+                f"changed its args in place into arguments the kernel cannot use ({reading.error}); "
                 'return {"action": "modify", "args": {...}} with JSON data instead'
             )
             return
@@ -255,14 +252,12 @@ class _Guards:
             except Exception:  # a host's own value that cannot be compared: the log line names no keys
                 keys = []
             # An audit line (agent.log, at INFO): a plugin changed what a tool runs.
-            self.kernel._logging.audit.info(
+            self.kernel.host.audit.info(
                 "tool_args_edited", plugin=cb.plugin, tool=self.tool_name, keys=keys[:20], counted_as="modify"
             )
-        try:
+        with contained() as reading:
             decision = self.decision(cb, result)
-        except BaseException as exc:
-            if propagates(exc):
-                raise
+        if reading.failed:
             return  # read again, and reported, with the whole call's result
         if decision is not None and decision[0] == "modify":
             self.current = {**self.current, **decision[1]}
@@ -271,13 +266,12 @@ class _Guards:
         """``parse_decision(value)``, read once per callback and answer (plugin code may run)."""
         seen = self._read.get(cb)
         if seen is None or seen[0] is not value:
-            try:
-                seen = (value, True, parse_decision(value))
-            except BaseException as exc:
-                if propagates(exc):
-                    raise
-                seen = (value, False, exc)
-            self._read[cb] = seen
+            with contained() as parsing:
+                parsed = parse_decision(value)
+            fresh: tuple[Any, bool, Any] = (
+                (value, True, parsed) if parsing.exc is None else (value, False, parsing.exc)
+            )
+            seen = self._read[cb] = fresh
         if not seen[1]:
             raise seen[2]
         return seen[2]
@@ -315,14 +309,10 @@ def approve(kernel: Kernel, request: ApprovalRequest, context: dict[str, Any] | 
     """
     payload = approval_payload(kernel, request, context or {})
     kernel.invoke_hook("pre_approval_request", **payload)
-    try:
+    allowed = False
+    with contained(kernel.log, "approver_failed", tool=request.tool_name) as asking:
         allowed = bool((kernel.approver or terminal_approver)(request))
-    except BaseException as exc:
-        if propagates(exc):
-            raise
-        kernel.log.warning("approver_failed", tool=request.tool_name, error=describe(exc))
-        allowed = False
-    else:
+    if not asking.failed:
         kernel.log.info("tool_approval", tool=request.tool_name, plugin=request.plugin, allowed=allowed)
     kernel.invoke_hook("post_approval_response", **payload, choice="once" if allowed else "deny")
     return allowed

@@ -38,6 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..core.api import contained
 from ..core.hooks import adapt_hermes_callback, describe, plugin_order, propagates
 
 if TYPE_CHECKING:
@@ -146,14 +147,12 @@ class MiddlewareRegistry:
             return inner
 
         def innermost(value: Any) -> Any:
-            try:
+            with contained() as operation:
                 return inner(value)
-            except BaseException as exc:
-                if propagates(exc):
-                    raise
-                raise _Inner(exc) from exc
+            assert operation.exc is not None  # the block returns unless it failed
+            raise _Inner(operation.exc) from operation.exc
 
-        call = innermost
+        call: Callable[[Any], Any] = innermost
         for item in reversed(items):
             call = self._layer(item, call, key, context)
 
@@ -249,7 +248,7 @@ class MiddlewareRegistry:
         try:
             result = item.call(**{**_VERSIONS, **kwargs})
             if inspect.isawaitable(result):
-                result = self._kernel._hooks.run_sync(result)
+                result = self._kernel.host.run_sync(result)
             return result
         except (MiddlewareError, _Inner):
             raise  # an inner layer's failure (reported) or the operation's own
@@ -271,7 +270,7 @@ class MiddlewareRegistry:
             error=item.error,
             action="middleware disabled for the life of this kernel",
         )
-        self._kernel._note_failure(
+        self._kernel.host.note_failure(
             item.plugin, f"{item.kind} middleware disabled after it failed: {item.error}"
         )
         return MiddlewareError(f"{item.kind} middleware of plugin '{item.plugin}' failed: {item.error}")

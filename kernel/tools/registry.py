@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..base.data import copy_data
 from ..base.safe_yaml import DataRefused, data_problem, load_json
+from ..core.api import contained
 from ..core.hooks import adapt_hermes_callback, describe, plugin_order, propagates, safe_text
 from ..core.running import RUNNING, running_kernel
 from .decisions import MAX_ARGS_CHARS, MAX_ARGS_DEPTH, MAX_ARGS_VALUES, decide_tool_call
@@ -253,7 +254,7 @@ class ToolRegistry:
             raise ToolRegistrationError(f"tool '{name}': check_fn must be callable or None")
         envs = _env_names(name, requires_env)
         bare, warnings = normalize_schema(name, schema)
-        owner = self._kernel._records.get(plugin)
+        owner = self._kernel.host.records.get(plugin)
         bundled = owner is not None and owner.source == "bundled"
         with self._lock:
             existing = self._tools.get(name)
@@ -286,7 +287,7 @@ class ToolRegistry:
                 override=bool(override),
                 bundled=bundled,
             )
-            if beneath:
+            if beneath and existing is not None:  # beneath implies an existing tool
                 while existing.replaced is not None:
                     existing = existing.replaced
                 existing.replaced = tool
@@ -339,21 +340,19 @@ class ToolRegistry:
             return False, f"missing environment variable(s): {', '.join(missing)}"
         if tool.check_fn is None:
             return True, ""
-        try:
+        with contained() as checking:
             ok = tool.check_fn()
             if ok is not None and type(ok) is not bool and inspect.isawaitable(ok):
-                ok = self._kernel._hooks.run_sync(ok)
+                ok = self._kernel.host.run_sync(ok)
             ok = bool(ok)
-        except BaseException as exc:
-            if propagates(exc):
-                raise
-            reason = f"check_fn raised {describe(exc)}"
+        if checking.failed:
+            reason = f"check_fn raised {checking.error}"
             if tool.name not in self._check_warned:
                 self._check_warned.add(tool.name)
                 self._kernel.log.warning(
                     "tool_check_failed", tool=tool.name, plugin=tool.plugin, error=reason
                 )
-                self._kernel._note_failure(tool.plugin, f"tool '{tool.name}' is unavailable: {reason}")
+                self._kernel.host.note_failure(tool.plugin, f"tool '{tool.name}' is unavailable: {reason}")
             return False, reason
         return (True, "") if ok else (False, "its check_fn returned False")
 
@@ -362,7 +361,7 @@ class ToolRegistry:
         if tool.error is None:
             tool.error = reason
             self._kernel.log.warning("tool_disabled", tool=tool.name, plugin=tool.plugin, error=reason)
-            self._kernel._note_failure(tool.plugin, f"tool '{tool.name}' disabled: {reason}")
+            self._kernel.host.note_failure(tool.plugin, f"tool '{tool.name}' disabled: {reason}")
 
     def schemas(self) -> list[dict[str, Any]]:
         """OpenAI function schemas of the tools available now, in plugin order."""
@@ -478,7 +477,7 @@ class ToolRegistry:
                 if loop is not None and loop.is_running() and asyncio._get_running_loop() is not loop:
                     value = asyncio.run_coroutine_threadsafe(_awaited(value), loop).result()
                 else:
-                    value = self._kernel._hooks.run_sync(value)
+                    value = self._kernel.host.run_sync(value)
             return value
 
         try:
@@ -508,11 +507,9 @@ class ToolRegistry:
         message = f"tool '{tool.name}' (plugin {tool.plugin}) returned {kind}, expected a JSON string"
         self._kernel.log.warning("tool_bad_result", tool=tool.name, plugin=tool.plugin, type=kind)
         extra: dict[str, Any] = {}
-        try:
+        with contained() as converting:
             extra["returned"] = json.loads(json.dumps(value, allow_nan=False))
-        except BaseException as exc:
-            if propagates(exc):
-                raise
+        if converting.failed:
             shown = safe_text(repr, value, 2000)
             if shown.startswith("<repr() of"):
                 self.disable(tool, f"its handler returned a {kind} that cannot be shown")

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from ..base.config import section
-from ..core.context import _live
+from ..core.context import ServiceContext, _live
 from ..core.services import serviceimpl
 from .middleware import MiddlewareRegistry
 from .registry import PluginToolOverrideError, ToolConflict, ToolRegistry
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from ..core.records import _Record
 
 
-class Context:
+class Context(ServiceContext):
     """The ``ctx`` members this service adds to :class:`~kernel.core.context.PluginContext`."""
 
     @_live
@@ -128,7 +128,7 @@ def note_shadowing(kernel: Kernel, tool: Any, undo: list[Callable[[], Any]] | No
     """After ``tool`` was registered: when it shadows another plugin's tool of its name, or waits
     beneath one, note it on both plugins and log a warning naming both (plugin tools and the tools
     services register for a plugin, such as an active memory provider's, alike)."""
-    records, active = kernel._records, kernel.tools.get(tool.name)
+    records, active = kernel.host.records, kernel.tools.get(tool.name)
     if active is not tool and active is not None:
         _note_override(kernel, active, records.get(active.plugin), records.get(tool.plugin), undo)
     elif tool.replaced is not None:
@@ -149,9 +149,7 @@ def _note_override(
     for target, note in notes:
         target.warnings.append(note)
         if undo is not None:
-            undo.append(
-                lambda target=target, note=note: note in target.warnings and target.warnings.remove(note)
-            )
+            undo.append(_forget_note(target, note))
     kernel.log.warning(
         "tool_overridden", tool=tool.name, plugin=winner.name, owner=loser.name, why=_why(tool)
     )
@@ -159,6 +157,16 @@ def _note_override(
 
 def _why(tool: Any) -> str:
     return "override=True" if tool.override else "a bundled plugin's tool gives way to yours"
+
+
+def _forget_note(record: _Record, note: str) -> Callable[[], None]:
+    """The undo of ``note`` added to ``record``'s warnings."""
+
+    def forget() -> None:
+        if note in record.warnings:
+            record.warnings.remove(note)
+
+    return forget
 
 
 def _overrides(tool: Any, loser: str) -> str:
@@ -185,8 +193,8 @@ def service_plugin_unloaded(kernel: Kernel, record: _Record) -> None:
     for name in record.tools:
         tool = kernel.tools.get(name)
         if tool is not None and tool.plugin == record.name and tool.replaced is not None:
-            _drop_note(kernel._records.get(tool.replaced.plugin), _overridden(tool, record.name))
+            _drop_note(kernel.host.records.get(tool.replaced.plugin), _overridden(tool, record.name))
         elif tool is not None and tool.plugin != record.name:  # this plugin's tool waited beneath it
-            _drop_note(kernel._records.get(tool.plugin), _overrides(tool, record.name))
+            _drop_note(kernel.host.records.get(tool.plugin), _overrides(tool, record.name))
         kernel.tools.unregister(name, record.name)
     kernel.middleware.remove_plugin(record.name)

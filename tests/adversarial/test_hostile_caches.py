@@ -67,7 +67,7 @@ def test_a_poisoned_entry_for_another_identity_is_not_used(home: Path) -> None:
 def test_a_deeply_nested_plugin_state_file_is_ignored(home: Path) -> None:
     """The saved plugin list is read back as carefully: nesting deeper than the parser's recursion
     limit means "no saved list", not a crash."""
-    from kernel.core import state
+    from kernel.base import state
 
     (home / state.STATE_FILE).parent.mkdir(parents=True, exist_ok=True)
     (home / state.STATE_FILE).write_text("[" * 100_000, encoding="utf-8")

@@ -27,7 +27,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from kernel.providers import ContextEngine
+from kernel import ContextEngine
 
 __all__ = [
     "SUMMARY_PREFIX",

@@ -8,8 +8,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from kernel import MemoryProvider
 from kernel.base.config import resolve_home
-from kernel.providers import MemoryProvider
 
 from .store import (
     MAX_CONTENT_CHARS,

@@ -76,7 +76,7 @@ def registering_context(what: str) -> PluginContext:
     if ctx is not None:
         return ctx
     kernel = require_kernel(what)
-    if kernel._closed:
+    if kernel.host.closed:
         raise RuntimeError(f"{what}: the kernel has been shut down")
     with _contexts_lock:
         ctx = _contexts.get(kernel)
@@ -86,7 +86,7 @@ def registering_context(what: str) -> PluginContext:
             def setup(new_ctx: PluginContext) -> None:
                 made.append(new_ctx)
 
-            kernel._add_surface(
+            kernel.host.add_surface(
                 COMPAT_RECORD,
                 "compat",
                 setup,

@@ -93,7 +93,7 @@ class ContextCompressor(ContextEngine):
     def name(self) -> str:
         return "compressor"
 
-    def update_model(
+    def update_model(  # type: ignore[override]  # Hermes' own signature (no **kwargs), kept
         self,
         model: str,
         context_length: int,

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from ... import llm as _llm
 from ...base.config import section
+from ...core.api import kernel_of, record_of
 from ...llm import (
     PluginLlmCompleteResult,
     PluginLlmError,
@@ -39,6 +40,8 @@ from ...llm import (
 from .. import host
 
 if TYPE_CHECKING:
+    import types
+
     from ...core.kernel import Kernel
 
 __all__ = [
@@ -268,12 +271,12 @@ def _owner(plugin_id: str) -> tuple[Kernel | None, str]:
     """The kernel and the plugin a directly built facade belongs to (see the module's docstring)."""
     ctx = host.current_context()
     if ctx is not None:
-        return ctx._kernel, ctx._record.name
+        return kernel_of(ctx), record_of(ctx).name
     kernel = host.current_kernel()
     if kernel is None:
         return None, plugin_id
-    modules = {r.module_name: r.name for r in list(kernel._records.values()) if r.module_name}
-    frame = sys._getframe(2)
+    modules = {r.module_name: r.name for r in list(kernel.host.records.values()) if r.module_name}
+    frame: types.FrameType | None = sys._getframe(2)
     for _ in range(_MAX_FRAMES):
         if frame is None:
             break

@@ -49,7 +49,7 @@ def run_secret_cli(
     allow_env: Sequence[str] = (),
     extra_env: Mapping[str, str] | None = None,
     timeout: float = DEFAULT_CLI_TIMEOUT_SECONDS,
-) -> subprocess.CompletedProcess:
+) -> subprocess.CompletedProcess[str]:
     """Run a secret manager's command-line helper, as Hermes does for its own sources.
 
     No shell; stdin is closed (a helper that prompts fails at once); the child sees only the basic

@@ -117,7 +117,7 @@ def save_config(
     home, kernel = home_to_write("hermes_cli.config.save_config")
     update_config(home, replace, what="the configuration", always_write=True)
     if kernel is not None:
-        merged, _problems = _read_config(home, kernel._config_override)
+        merged, _problems = kernel.host.reread_config()
         kernel.config.clear()
         kernel.config.update(merged)
 
@@ -144,7 +144,7 @@ def save_env_value(key: str, value: str) -> None:
     """Set ``key`` in ``<home>/.env`` (other lines kept, mode 0600) and in this process's environment."""
     if not isinstance(key, str) or not _ENV_NAME.match(key):
         raise ValueError(f"save_env_value: {key!r} is not a valid environment variable name")
-    from ...base.yamledit import write_env
+    from ...base.files import write_env
 
     home, _kernel = home_to_write("hermes_cli.config.save_env_value")
     text = str(value)
@@ -166,7 +166,7 @@ def remove_env_value(key: str) -> bool:
         raise ValueError(f"remove_env_value: {key!r} is not a valid environment variable name")
     from dotenv.parser import parse_stream
 
-    from ...base.yamledit import atomic_write, file_lock
+    from ...base.files import atomic_write, file_lock
 
     home, _kernel = home_to_write("hermes_cli.config.remove_env_value")
     path = home / ".env"

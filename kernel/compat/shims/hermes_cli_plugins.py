@@ -110,7 +110,7 @@ class PluginManagerView:
     def _hooks(self) -> Mapping[str, list[Callable[..., Any]]]:
         """Hook name -> the functions registered for it that are still live, in call order (read-only)."""
         hooks: dict[str, list[Callable[..., Any]]] = {}
-        for cb in self._kernel._hooks.callbacks():
+        for cb in self._kernel.host.engine.callbacks():
             if cb.error is None:
                 hooks.setdefault(cb.hook, []).append(cb.fn)
         return types.MappingProxyType(hooks)

@@ -13,6 +13,7 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from ...core.api import record_of
 from . import current_kernel, registering_context, require_kernel
 
 __all__ = [
@@ -102,7 +103,7 @@ class HermesToolRegistry:
         ctx = registering_context("tools.registry.registry.register")
         if extra:
             warning = f"tools.registry.register({name!r}): ignored keyword(s) {', '.join(sorted(extra))}"
-            ctx._record.warnings.append(warning)
+            record_of(ctx).warnings.append(warning)
         ctx.register_tool(
             name,
             toolset,

@@ -67,7 +67,7 @@ def bundled_root() -> Path:
     env = os.environ.get("HERMES_BUNDLED_PLUGINS", "").strip()
     if env:
         return Path(env).expanduser()
-    package = Path(__file__).resolve().parents[1]  # the kernel package
+    package = Path(__file__).resolve().parents[2]  # the kernel package
     installed = package / "_extensions"
     if installed.is_dir():
         return installed

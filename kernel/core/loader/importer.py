@@ -17,7 +17,7 @@ import threading
 import types
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
 
 from ...hookspecs import PROJECT_NAME
 from .. import watchdog
@@ -38,7 +38,13 @@ from ..records import (
 from .discovery import Candidate
 
 if TYPE_CHECKING:
-    pass
+    from ...base.environ import KernelEnviron
+    from ...base.log import LazyLogger
+    from ..hooks import HookEngine
+    from ..kernel import Kernel
+    from ..plugin_manager import KernelPluginManager
+    from ..records import PluginInfo
+    from ..services import ServiceManager
 
 T = TypeVar("T")
 
@@ -48,6 +54,24 @@ class Loader:
 
     _namespaces_in_use: ClassVar[set[str]] = set()
     _namespace_lock: ClassVar[threading.Lock] = threading.Lock()
+
+    if TYPE_CHECKING:
+        # The kernel's state these methods use (set by Kernel.__init__), declared for type checkers.
+        log: LazyLogger
+        pm: KernelPluginManager
+        environ: KernelEnviron
+        debug: bool
+        _records: dict[str, _Record]
+        _slugs: dict[str, str]
+        _lock: watchdog.SharedRLock
+        _lendable: list[watchdog.SharedRLock]
+        _hooks: HookEngine
+        _register_timeout: float | None
+        _services: ServiceManager
+        _closers: list[tuple[str, Callable[[], None]]]
+        _namespace: str
+
+        def load(self) -> list[PluginInfo]: ...
 
     def _load_candidate(self, cand: Candidate, disabled: Choice) -> None:
         existing = self._records.get(cand.key)
@@ -128,7 +152,7 @@ class Loader:
         with watchdog.settled() as live:
             if not live:
                 return "given up (plugins.register_timeout)"
-        activation = _Activation(record, PluginContext(self, record))
+        activation = _Activation(record, PluginContext(cast("Kernel", self), record))
         ctx = activation.ctx
         with watchdog.working(activation):
             try:
@@ -222,6 +246,7 @@ class Loader:
                     "...); point it at a register(ctx) function instead"
                 )
             return
+        register: Callable[..., Any] | None
         if inspect.isfunction(target) or inspect.ismethod(target):
             register, native = target, False
         else:

@@ -158,14 +158,14 @@ def declared_commands(manifest: Manifest) -> tuple[str, ...] | None:
     return tuple(name for name in names if name)
 
 
-def _other_hook_lists(data: dict) -> tuple[str, ...]:
+def _other_hook_lists(data: dict[str, Any]) -> tuple[str, ...]:
     """Hooks declared the other ways published manifests do: ``provides: {hooks}`` and ``hooks``."""
     provides = data.get("provides")
     lists = [provides.get("hooks") if isinstance(provides, dict) else None, data.get("hooks")]
     return tuple(h for value in lists if isinstance(value, list) for h in value if isinstance(h, str))
 
 
-def _string(data: dict, key: str, path: Path, default: str = "") -> str:
+def _string(data: dict[str, Any], key: str, path: Path, default: str = "") -> str:
     value = data.get(key)
     if value is None:
         return default
@@ -174,7 +174,7 @@ def _string(data: dict, key: str, path: Path, default: str = "") -> str:
     return value
 
 
-def _version(data: dict, path: Path) -> str:
+def _version(data: dict[str, Any], path: Path) -> str:
     value = data.get("version")
     if value is None:
         return ""
@@ -184,7 +184,7 @@ def _version(data: dict, path: Path) -> str:
     return str(value)
 
 
-def _author(data: dict, path: Path) -> str:
+def _author(data: dict[str, Any], path: Path) -> str:
     value = data.get("author")
     if value is None:
         return ""
@@ -198,7 +198,7 @@ def _author(data: dict, path: Path) -> str:
     )
 
 
-def _names(data: dict, key: str, path: Path) -> tuple[str, ...]:
+def _names(data: dict[str, Any], key: str, path: Path) -> tuple[str, ...]:
     value = data.get(key)
     if value is None:
         return ()
@@ -210,7 +210,7 @@ def _names(data: dict, key: str, path: Path) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _env_list(data: dict, key: str, path: Path) -> tuple[EnvVar, ...]:
+def _env_list(data: dict[str, Any], key: str, path: Path) -> tuple[EnvVar, ...]:
     value = data.get(key)
     if value is None:
         return ()

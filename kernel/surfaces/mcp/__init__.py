@@ -67,7 +67,7 @@ def load(kernel: Kernel) -> None:
     if raw is None:
         return
     if not isinstance(raw, dict):
-        kernel._config_problem(
+        kernel.host.config_problem(
             f"config.yaml: 'mcp_servers' must be a mapping of server names to settings, "
             f"not {type(raw).__name__}; no MCP server loaded"
         )
@@ -83,7 +83,7 @@ def load(kernel: Kernel) -> None:
                 )
             cfg = parse_server(name, entry, kernel.environ)
         except ConfigProblem as exc:
-            kernel._config_problem(f"{exc}; the server is skipped")
+            kernel.host.config_problem(f"{exc}; the server is skipped")
             _failed_record(kernel, name, f"{exc}; the server is skipped")
             continue
         for warning in cfg.warnings:
@@ -103,7 +103,7 @@ def load(kernel: Kernel) -> None:
             f"config.yaml: 'mcp_servers' needs the MCP Python SDK, which cannot be imported ({exc}): "
             f"install it with {INSTALL_HINT}"
         )
-        kernel._config_problem(problem)
+        kernel.host.config_problem(problem)
         for cfg in active:
             _failed_record(kernel, cfg.name, problem, cfg)
         return
@@ -111,7 +111,7 @@ def load(kernel: Kernel) -> None:
     for cfg in active:
         server = _Server(manager, cfg)
         try:
-            server.record = kernel._add_surface(
+            server.record = kernel.host.add_surface(
                 f"mcp:{cfg.name}",
                 "mcp-server",
                 server.setup,
@@ -119,7 +119,7 @@ def load(kernel: Kernel) -> None:
                 close=manager.close,
             )
         except Exception as exc:  # the name is taken
-            kernel._config_problem(f"{_where(cfg.name)}: skipped: {exc}")
+            kernel.host.config_problem(f"{_where(cfg.name)}: skipped: {exc}")
             continue
         server.record.warnings.extend(cfg.warnings)
         manager.servers.append(server)
@@ -136,9 +136,9 @@ def _failed_record(kernel: Kernel, name: str, error: str, cfg: ServerConfig | No
 
     description = cfg.label if cfg is not None else ""
     try:
-        record = kernel._add_surface(f"mcp:{name}", "mcp-server", setup, description=description)
+        record = kernel.host.add_surface(f"mcp:{name}", "mcp-server", setup, description=description)
     except Exception as exc:
-        kernel._config_problem(f"{_where(name)}: skipped: {exc}")
+        kernel.host.config_problem(f"{_where(name)}: skipped: {exc}")
         return None
     if cfg is not None:
         record.warnings.extend(cfg.warnings)

@@ -215,7 +215,7 @@ def parse_server(name: str, raw: Any, environ: Mapping[str, str]) -> ServerConfi
         for key in ("url", "headers"):
             if key in data:
                 warnings.append(f"{_where(name, key)} is for HTTP servers; ignored for a stdio server")
-        raw_args = raw.get("args") if isinstance(raw.get("args"), list) else []
+        raw_args: Any = raw.get("args") if isinstance(raw.get("args"), list) else []
         cfg.label = "stdio: " + _clip(shlex.join([str(raw.get("command")), *(str(a) for a in raw_args)]))
     else:
         if not isinstance(url, str) or urlsplit(url.strip()).scheme not in ("http", "https"):

@@ -28,6 +28,7 @@ import shlex
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from ...core.api import add_hook
 from ...core.hooks import CONFIGURED
 from ...core.services import serviceimpl
 from .. import load_surface
@@ -65,11 +66,11 @@ def load(kernel: Kernel) -> None:
     """Register the hooks of ``config.yaml`` on the surface record ``config:shell-hooks``."""
     if kernel.config.get("hooks") is None:
         return
-    parsed = parse(kernel.config, kernel.hook_names, ceiling=kernel._hooks.timeout)
+    parsed = parse(kernel.config, kernel.hook_names, ceiling=kernel.host.engine.timeout)
     for note in parsed.notes:
         kernel.log.debug("shell_hooks_note", detail=note)
     for problem in parsed.problems:
-        kernel._config_problem(problem)
+        kernel.host.config_problem(problem)
     for warning in parsed.warnings:
         kernel.log.warning("shell_hook_config", detail=warning)
     if not parsed.configured:
@@ -78,9 +79,9 @@ def load(kernel: Kernel) -> None:
 
     def setup(ctx: Any) -> None:
         for hook in parsed.hooks:
-            ctx._add_hook(hook.event, make_callback(kernel, hook, running), CONFIGURED)
+            add_hook(ctx, hook.event, make_callback(kernel, hook, running), CONFIGURED)
 
-    record = kernel._add_surface(
+    record = kernel.host.add_surface(
         SURFACE, KIND, setup, description=describe(parsed.hooks), close=running.close
     )
     record.warnings.extend(parsed.problems + parsed.warnings)
@@ -170,7 +171,7 @@ def run_test(kernel: Kernel, event: str, kwargs: Mapping[str, Any]) -> tuple[lis
 
     Hooks whose ``when.tools`` / ``matcher`` do not match are listed as skipped.
     """
-    parsed = parse(kernel.config, kernel.hook_names, ceiling=kernel._hooks.timeout)
+    parsed = parse(kernel.config, kernel.hook_names, ceiling=kernel.host.engine.timeout)
     rows = []
     for hook in parsed.hooks:
         if hook.event != event:

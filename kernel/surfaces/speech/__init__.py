@@ -91,7 +91,7 @@ def load(kernel: Kernel) -> None:
     speech = kernel.speech
     speech.settle()
     for problem in speech.problems:
-        kernel._config_problem(problem)
+        kernel.host.config_problem(problem)
     # With nothing to offer but something to say (a Hermes built-in name), the surface carries it.
     nothing = speech.tts_provider is None and speech.stt_provider is None
     if nothing and not speech.problems and not speech.warnings:
@@ -115,7 +115,7 @@ def load(kernel: Kernel) -> None:
                 description=f"Transcribe an audio file through the provider '{speech.stt_provider}'.",
             )
 
-    record = kernel._add_surface(SURFACE, "speech", setup, description=speech.describe())
+    record = kernel.host.add_surface(SURFACE, "speech", setup, description=speech.describe())
     record.warnings.extend(speech.warnings)
     if nothing and speech.problems:
         record.error = "; ".join(speech.problems)

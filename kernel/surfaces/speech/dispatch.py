@@ -8,7 +8,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ...core.callbacks import describe, plain_text, propagates, safe_text
+from ...core.api import contained
+from ...core.callbacks import plain_text, safe_text
 from .common import HERMES_BUILT_IN, PLUGIN_SLOTS, SpeechError
 from .files import mask_secrets
 
@@ -41,7 +42,7 @@ class Found:
 
 def offered(kernel: Kernel, kind: str) -> dict[str, Any]:
     """The providers plugins offer for ``kind`` (``tts``/``stt``), by name; none before any was offered."""
-    if "providers" not in kernel.defaults:  # no plugin offered a provider of any slot
+    if "providers" not in kernel.services:  # no plugin offered a provider of any slot
         return {}
     return kernel.slots.providers(PLUGIN_SLOTS[kind])
 
@@ -92,22 +93,17 @@ def missing(kernel: Kernel, choice: _PluginChoice) -> str:
 def availability(found: Found) -> tuple[bool, str]:
     """``(available, reason)``; an ``is_available()`` that raises means unavailable, a provider without
     one is available (the base classes' default)."""
-    try:
+    with contained() as checking:
         check = getattr(found.obj, "is_available", None)
         ok = True if check is None else bool(check())
-    except BaseException as exc:
-        if propagates(exc):
-            raise
-        return False, f"is_available() raised {describe(exc)}"
+    if checking.failed:
+        return False, f"is_available() raised {checking.error}"
     if ok:
         return True, ""
-    try:
+    reason: str | None = None
+    with contained():
         reason_fn = getattr(found.obj, "unavailable_reason", None)
         reason = plain_text(reason_fn()) if callable(reason_fn) else None
-    except BaseException as exc:
-        if propagates(exc):
-            raise
-        reason = None
     return False, (reason or "").strip() or "is_available() returned False"
 
 
@@ -119,20 +115,15 @@ def require_available(kernel: Kernel, found: Found) -> None:
 
 def call(kernel: Kernel, found: Found, method: str, *args: Any, **kwargs: Any) -> Any:
     """``found.obj.<method>(*args, **kwargs)``; anything it raises (``SystemExit`` too) is a SpeechError."""
-    try:
-        fn: Callable[..., Any] | None = getattr(found.obj, method, None)
-    except BaseException as exc:
-        if propagates(exc):
-            raise
-        fn = None  # an attribute lookup that raises: as good as no method
+    fn: Callable[..., Any] | None = None
+    with contained():  # an attribute lookup that raises: as good as no method
+        fn = getattr(found.obj, method, None)
     if not callable(fn):
         raise found.error(kernel, f"it has no {method}() method")
-    try:
+    with contained() as calling:
         result = fn(*args, **kwargs)
-    except BaseException as exc:
-        if propagates(exc):
-            raise
-        raise found.error(kernel, f"{method}() raised {describe(exc)}") from None
+    if calling.failed:
+        raise found.error(kernel, f"{method}() raised {calling.error}") from None
     if inspect.isawaitable(result):
         if inspect.iscoroutine(result):
             result.close()  # never awaited: Hermes Agent calls providers synchronously too
@@ -142,15 +133,13 @@ def call(kernel: Kernel, found: Found, method: str, *args: Any, **kwargs: Any) -
 
 def written_path(kernel: Kernel, found: Found, result: Any, output: Path) -> Path:
     """The audio file ``synthesize`` wrote: the path it returned, else ``output`` (as Hermes Agent does)."""
-    try:
+    with contained() as reading:
         text = plain_text(result)
         if text is None and isinstance(result, os.PathLike):
             text = plain_text(os.fspath(result))
-    except BaseException as exc:
-        if propagates(exc):
-            raise
+    if reading.failed:
         raise found.error(
-            kernel, f"synthesize() returned a path that cannot be read: {describe(exc)}"
+            kernel, f"synthesize() returned a path that cannot be read: {reading.error}"
         ) from None
     if text is None or not text.strip() or "\x00" in text:
         if result is not None:
@@ -181,17 +170,15 @@ def transcript(kernel: Kernel, found: Found, result: Any) -> str:
             kernel,
             f"transcribe() returned {type(result).__name__}, not a dict with 'success' and 'transcript'",
         )
-    try:
+    with contained() as reading:
         data = dict(result)
         success = data.get("success")
         text = plain_text(data.get("transcript"))
         error = data.get("error")
         detail = safe_text(str, error) if error is not None else None
-    except BaseException as exc:
-        if propagates(exc):
-            raise
+    if reading.failed:
         raise found.error(
-            kernel, f"transcribe() returned a dict that cannot be read: {describe(exc)}"
+            kernel, f"transcribe() returned a dict that cannot be read: {reading.error}"
         ) from None
     if success is not True:
         reason = detail or f"'success' is {safe_text(repr, success, 80)} and it gave no 'error'"
