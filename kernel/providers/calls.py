@@ -7,7 +7,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..base.data import copy_data
 from ..tools.middleware import acall_model, call_model
@@ -134,13 +134,11 @@ class MiddlewareCalls:
 
     hooks: Any
 
-    def _complete(self, messages: Sequence[Mapping[str, Any]], **kwargs: Any) -> ChatResult:
-        """Ask the model itself (each transport's own)."""
-        raise NotImplementedError
+    if TYPE_CHECKING:
+        # Each transport's own call of the model, which the middleware wraps.
+        def _complete(self, messages: Sequence[Mapping[str, Any]], **kwargs: Any) -> ChatResult: ...
 
-    async def _acomplete(self, messages: Sequence[Mapping[str, Any]], **kwargs: Any) -> ChatResult:
-        """As :meth:`_complete`, awaiting the model."""
-        raise NotImplementedError
+        async def _acomplete(self, messages: Sequence[Mapping[str, Any]], **kwargs: Any) -> ChatResult: ...
 
     def complete(self, messages: Sequence[Mapping[str, Any]], **kwargs: Any) -> ChatResult:
         """Ask the model, through the kernel's ``llm_request`` / ``llm_execution`` middleware."""

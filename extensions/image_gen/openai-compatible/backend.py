@@ -19,8 +19,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
-from kernel.providers import ImageGenProvider, error_response, resolve_aspect_ratio, success_response
-from kernel.providers.image_gen import save_b64_image, save_url_image
+from kernel.providers import (
+    ImageGenProvider,
+    error_response,
+    resolve_aspect_ratio,
+    save_b64_image,
+    save_url_image,
+    success_response,
+)
 from kernel.providers.keys import may_send
 
 __all__ = ["DEFAULT_MODEL", "MODEL_SIZES", "SIZES", "OpenAICompatibleImageGen", "size_for"]

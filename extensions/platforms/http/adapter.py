@@ -34,8 +34,14 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote
 
 from kernel.base.safe_yaml import utf8_size
-from kernel.gateway import BasePlatformAdapter, MessageEvent, MessageType, SendResult, SessionSource
-from kernel.gateway.config import PlatformConfig
+from kernel.gateway import (
+    BasePlatformAdapter,
+    MessageEvent,
+    MessageType,
+    PlatformConfig,
+    SendResult,
+    SessionSource,
+)
 
 # Loaded as a plugin, the module lives under the kernel's plugin package: its records go to agent.log.
 log = logging.getLogger(__name__)

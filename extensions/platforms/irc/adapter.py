@@ -31,8 +31,14 @@ import re
 import time
 from typing import Any
 
-from kernel.gateway import BasePlatformAdapter, MessageEvent, MessageType, SendResult, SessionSource
-from kernel.gateway.config import PlatformConfig
+from kernel.gateway import (
+    BasePlatformAdapter,
+    MessageEvent,
+    MessageType,
+    PlatformConfig,
+    SendResult,
+    SessionSource,
+)
 
 from .protocol import (
     MAX_INCOMING_LINE,

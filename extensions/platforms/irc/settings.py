@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kernel.gateway.config import PlatformConfig
+from kernel.gateway import PlatformConfig
 
 from .text import clean
 
