@@ -15,7 +15,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack, cast
 
 from .base.config import section
 from .base.safe_yaml import load_json
@@ -63,6 +63,58 @@ class PluginLlmStructuredResult(PluginLlmCompleteResult):
     content_type: str = "text"
 
 
+class LlmOptions(TypedDict, total=False):
+    """The keywords every ``ctx.llm`` call takes, all optional (``None``: the user's own)."""
+
+    provider: str | None
+    model: str | None
+    temperature: float | None
+    max_tokens: int | None
+    timeout: float | None
+    agent_id: str | None
+    profile: str | None
+    purpose: str | None
+
+
+class StructuredOptions(LlmOptions, total=False):
+    """The keywords ``complete_structured`` takes besides ``instructions`` and ``input``."""
+
+    json_schema: Mapping[str, Any] | None
+    json_mode: bool
+    schema_name: str | None
+    system_prompt: str | None
+
+
+LLM_DEFAULTS: LlmOptions = {
+    "provider": None,
+    "model": None,
+    "temperature": None,
+    "max_tokens": None,
+    "timeout": None,
+    "agent_id": None,
+    "profile": None,
+    "purpose": None,
+}
+STRUCTURED_DEFAULTS: StructuredOptions = {
+    **LLM_DEFAULTS,
+    "json_schema": None,
+    "json_mode": False,
+    "schema_name": None,
+    "system_prompt": None,
+}
+
+
+@dataclass(frozen=True)
+class _Call:
+    """One ``ctx.llm`` call as its method received it: what it returns, its messages (as given),
+    the request body it adds, and every option (defaults filled in)."""
+
+    result: type[PluginLlmCompleteResult]
+    messages: Sequence[Any]
+    extra_body: dict[str, Any]
+    options: StructuredOptions
+
+
 @dataclass(frozen=True)
 class _Route:
     config: dict[str, Any]
@@ -107,102 +159,46 @@ class PluginLlm:
     # -- chat -------------------------------------------------------------------------
 
     def complete(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        *,
-        provider: str | None = None,
-        model: str | None = None,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-        timeout: float | None = None,
-        agent_id: str | None = None,
-        profile: str | None = None,
-        purpose: str | None = None,
+        self, messages: Sequence[Mapping[str, Any]], **options: Unpack[LlmOptions]
     ) -> PluginLlmCompleteResult:
         """A chat completion with the user's model (or an allowed override)."""
-        plan = self._plan(
-            _messages(messages), {}, provider, model, agent_id, profile, timeout, temperature, max_tokens
-        )
-        chat = self._call(lambda: plan.client.complete(plan.messages, **plan.kwargs), plan)
-        return self._finish("plugin_llm.complete", PluginLlmCompleteResult, chat, plan.route, purpose, {})
+        return self._answer(_Call(PluginLlmCompleteResult, messages, {}, _options("complete", options)))
 
     async def acomplete(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        *,
-        provider: str | None = None,
-        model: str | None = None,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-        timeout: float | None = None,
-        agent_id: str | None = None,
-        profile: str | None = None,
-        purpose: str | None = None,
+        self, messages: Sequence[Mapping[str, Any]], **options: Unpack[LlmOptions]
     ) -> PluginLlmCompleteResult:
         """As :meth:`complete`, on the caller's event loop."""
-        plan = self._plan(
-            _messages(messages), {}, provider, model, agent_id, profile, timeout, temperature, max_tokens
+        return await self._aanswer(
+            _Call(PluginLlmCompleteResult, messages, {}, _options("acomplete", options))
         )
-        chat = await self._acall(plan.client.acomplete(plan.messages, **plan.kwargs), plan)
-        return self._finish("plugin_llm.complete", PluginLlmCompleteResult, chat, plan.route, purpose, {})
 
     # -- structured ------------------------------------------------------------------
 
     def complete_structured(
-        self,
-        *,
-        instructions: str,
-        input: Sequence[Any],
-        json_schema: Mapping[str, Any] | None = None,
-        json_mode: bool = False,
-        schema_name: str | None = None,
-        system_prompt: str | None = None,
-        provider: str | None = None,
-        model: str | None = None,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-        timeout: float | None = None,
-        agent_id: str | None = None,
-        profile: str | None = None,
-        purpose: str | None = None,
+        self, *, instructions: str, input: Sequence[Any], **options: Unpack[StructuredOptions]
     ) -> PluginLlmStructuredResult:
         """Instructions and typed input blocks in, a parsed (and validated) JSON object out."""
-        messages, extra = _structured_request(
-            instructions, input, json_schema, json_mode, schema_name, system_prompt
-        )
-        plan = self._plan(
-            messages, extra, provider, model, agent_id, profile, timeout, temperature, max_tokens
-        )
-        chat = self._call(lambda: plan.client.complete(plan.messages, **plan.kwargs), plan)
-        return self._structured_result(chat, plan.route, purpose, json_schema, json_mode, schema_name)
+        return self._answer(_structured_call("complete_structured", instructions, input, options))
 
     async def acomplete_structured(
-        self,
-        *,
-        instructions: str,
-        input: Sequence[Any],
-        json_schema: Mapping[str, Any] | None = None,
-        json_mode: bool = False,
-        schema_name: str | None = None,
-        system_prompt: str | None = None,
-        provider: str | None = None,
-        model: str | None = None,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-        timeout: float | None = None,
-        agent_id: str | None = None,
-        profile: str | None = None,
-        purpose: str | None = None,
+        self, *, instructions: str, input: Sequence[Any], **options: Unpack[StructuredOptions]
     ) -> PluginLlmStructuredResult:
         """As :meth:`complete_structured`, on the caller's event loop."""
-        messages, extra = _structured_request(
-            instructions, input, json_schema, json_mode, schema_name, system_prompt
-        )
-        plan = self._plan(
-            messages, extra, provider, model, agent_id, profile, timeout, temperature, max_tokens
-        )
+        return await self._aanswer(_structured_call("acomplete_structured", instructions, input, options))
+
+    # -- one call, sent ----------------------------------------------------------------
+
+    def _answer(self, call: _Call) -> Any:
+        """Send ``call`` to the model and read the reply (a subclass may answer otherwise)."""
+        plan = self._plan(call)
+        chat = self._call(lambda: plan.client.complete(plan.messages, **plan.kwargs), plan)
+        return self._reply_of(call, chat, plan.route)
+
+    async def _aanswer(self, call: _Call) -> Any:
+        """As :meth:`_answer`, awaited."""
+        plan = self._plan(call)
         chat = await self._acall(plan.client.acomplete(plan.messages, **plan.kwargs), plan)
-        return self._structured_result(chat, plan.route, purpose, json_schema, json_mode, schema_name)
+        return self._reply_of(call, chat, plan.route)
 
     # -- the trust gate and routing ----------------------------------------------------------
 
@@ -280,30 +276,23 @@ class PluginLlm:
         fallback = profile.fallback_models[0] if profile.fallback_models else ""
         return str(profile.default_aux_model or profile.default_model or fallback or "")
 
-    def _plan(
-        self,
-        messages: list[dict[str, Any]],
-        extra_body: dict[str, Any],
-        provider: str | None,
-        model: str | None,
-        agent_id: str | None,
-        profile: str | None,
-        timeout: float | None,
-        temperature: float | None,
-        max_tokens: int | None,
-    ) -> _Plan:
+    def _plan(self, call: _Call) -> _Plan:
         """Check the gate, pick the client, and gather the transport's keyword arguments."""
         from .providers.manager import ProviderSelectionError
 
-        route = self._route(provider, model, agent_id, profile, timeout)
+        options = call.options
+        messages = _messages(call.messages)
+        route = self._route(
+            options["provider"], options["model"], options["agent_id"], options["profile"], options["timeout"]
+        )
         try:
             client = self._kernel.providers.client(route.config)
         except ProviderSelectionError as exc:
             raise PluginLlmError(f"plugin '{self.plugin_id}': {exc}") from None
         kwargs = {
-            "temperature": temperature,
-            "max_tokens": max_tokens,
-            "extra_body": {**_extra(route), **extra_body},
+            "temperature": options["temperature"],
+            "max_tokens": options["max_tokens"],
+            "extra_body": {**_extra(route), **call.extra_body},
         }
         # A client made for an override serves this call only; the user's own is kept.
         owned = route.config != self._kernel.providers.model_config()
@@ -330,6 +319,22 @@ class PluginLlm:
             plan.close()
 
     # -- results --------------------------------------------------------------------------------
+
+    def _reply_of(self, call: _Call, chat: Any, route: _Route) -> Any:
+        """The result ``call``'s method returns, read from the model's ``chat`` reply."""
+        options = call.options
+        if call.result is PluginLlmStructuredResult:
+            return self._structured_result(
+                chat,
+                route,
+                options["purpose"],
+                options["json_schema"],
+                options["json_mode"],
+                options["schema_name"],
+            )
+        return self._finish(
+            "plugin_llm.complete", PluginLlmCompleteResult, chat, route, options["purpose"], {}
+        )
 
     def _finish(
         self, event: str, cls: Any, chat: Any, route: _Route, purpose: str | None, extra: dict[str, Any]
@@ -377,6 +382,31 @@ class PluginLlm:
         return self._finish(
             "plugin_llm.complete_structured", PluginLlmStructuredResult, chat, route, purpose, extra
         )
+
+
+def _options(method: str, options: Mapping[str, Any]) -> StructuredOptions:
+    """``options`` with the left-out ones at their defaults; an unknown keyword raises ``TypeError``."""
+    allowed = STRUCTURED_DEFAULTS if method.endswith("_structured") else LLM_DEFAULTS
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        raise TypeError(f"ctx.llm.{method}() got unexpected keyword argument(s): {', '.join(unknown)}")
+    return cast(StructuredOptions, {**STRUCTURED_DEFAULTS, **options})
+
+
+def _structured_call(
+    method: str, instructions: str, blocks: Sequence[Any], options: Mapping[str, Any]
+) -> _Call:
+    """A structured call: its messages and request body built, its options checked."""
+    full = _options(method, options)
+    messages, extra = _structured_request(
+        instructions,
+        blocks,
+        full["json_schema"],
+        full["json_mode"],
+        full["schema_name"],
+        full["system_prompt"],
+    )
+    return _Call(PluginLlmStructuredResult, messages, extra, full)
 
 
 def _messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

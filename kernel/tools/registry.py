@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from ..base.data import copy_data
 from ..base.safe_yaml import DataRefused, data_problem, load_json
@@ -23,6 +23,7 @@ from ..core.hooks import adapt_hermes_callback, describe, plugin_order, propagat
 from ..core.running import RUNNING, running_kernel
 from .decisions import MAX_ARGS_CHARS, MAX_ARGS_DEPTH, MAX_ARGS_VALUES, decide_tool_call
 from .middleware import OBSERVER_SCHEMA_VERSION, MiddlewareError
+from .options import ToolOptions, tool_options
 
 if TYPE_CHECKING:
     import asyncio
@@ -231,14 +232,11 @@ class ToolRegistry:
         handler: Callable[..., Any],
         *,
         plugin: str,
-        check_fn: Callable[[], Any] | None = None,
-        requires_env: Iterable[str] | None = None,
-        is_async: bool = False,
-        description: str = "",
-        emoji: str = "",
-        override: bool = False,
+        **options: Unpack[ToolOptions],
     ) -> tuple[Tool, list[str]]:
         """Validate and add a tool; raise :class:`ToolRegistrationError` when it cannot be.
+
+        ``options`` are :class:`~kernel.tools.options.ToolOptions`, as ``ctx.register_tool`` takes them.
 
         With ``override``, a tool of the same name that another plugin registered is set aside
         (``tool.replaced``) and comes back when this one is unregistered; a tool registered while
@@ -248,11 +246,13 @@ class ToolRegistry:
             raise ToolRegistrationError(
                 f"tool name {name!r} is invalid: use 1-64 letters, digits, '_' or '-'"
             )
+        opts = tool_options("k.tools.register", options)
+        check_fn, override = opts["check_fn"], opts["override"]
         if not callable(handler):
             raise ToolRegistrationError(f"tool '{name}': handler must be callable")
         if check_fn is not None and not callable(check_fn):
             raise ToolRegistrationError(f"tool '{name}': check_fn must be callable or None")
-        envs = _env_names(name, requires_env)
+        envs = _env_names(name, opts["requires_env"])
         bare, warnings = normalize_schema(name, schema)
         owner = self._kernel.host.records.get(plugin)
         bundled = owner is not None and owner.source == "bundled"
@@ -281,9 +281,9 @@ class ToolRegistry:
                 plugin=plugin,
                 check_fn=check_fn,
                 requires_env=envs,
-                is_async=bool(is_async) or inspect.iscoroutinefunction(handler),
-                description=description or bare.get("description", ""),
-                emoji=emoji,
+                is_async=bool(opts["is_async"]) or inspect.iscoroutinefunction(handler),
+                description=opts["description"] or bare.get("description", ""),
+                emoji=opts["emoji"],
                 override=bool(override),
                 bundled=bundled,
             )

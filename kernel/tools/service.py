@@ -40,6 +40,10 @@ class Context(ServiceContext):
     ) -> None:
         """Add a tool.  A bad name, schema or handler raises ``ToolRegistrationError``.
 
+        The one spelling of these parameters, positional as in Hermes (plugins call
+        ``ctx.register_tool(name, toolset, schema, handler)``); everything that passes them on
+        takes :class:`~kernel.tools.options.ToolOptions`.
+
         A name another plugin already owns is refused with a warning (recorded
         on this plugin); the rest of the plugin still loads.  ``override=True``
         takes such a name over instead (noted on both plugins), as in Hermes:

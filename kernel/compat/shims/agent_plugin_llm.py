@@ -308,7 +308,8 @@ class PluginLlm(_llm.PluginLlm, metaclass=_FacadeType):
         self._sync_caller = sync_caller
         self._async_caller = async_caller
 
-    # -- chat -------------------------------------------------------------------------
+    # Hermes' signatures, spelled out because tests/compat compares them with Hermes 0.19's; each
+    # passes its arguments on to ctx.llm's method, and a test caller answers in _answer / _aanswer.
 
     def complete(
         self,
@@ -324,13 +325,7 @@ class PluginLlm(_llm.PluginLlm, metaclass=_FacadeType):
         purpose: str | None = None,
     ) -> PluginLlmCompleteResult:
         """A chat completion: the test caller's answer, else the kernel's model (as ``ctx.llm``)."""
-        request = _request(locals())
-        overrides = self._overrides(request)
-        if self._sync_caller is None:
-            self._bind()
-            return _llm.PluginLlm.complete(self, messages, **request)
-        reply = self._sync_caller(**_call_args(list(messages), overrides, request))
-        return self._result(PluginLlmCompleteResult, reply, overrides, request, None)
+        return super().complete(messages, **_request(locals()))
 
     async def acomplete(
         self,
@@ -346,13 +341,7 @@ class PluginLlm(_llm.PluginLlm, metaclass=_FacadeType):
         purpose: str | None = None,
     ) -> PluginLlmCompleteResult:
         """As :meth:`complete`, awaited (a test's ``async_caller``, else its ``sync_caller``)."""
-        request = _request(locals())
-        overrides = self._overrides(request)
-        if self._async_caller is None and self._sync_caller is None:
-            self._bind()
-            return await _llm.PluginLlm.acomplete(self, messages, **request)
-        reply = await self._reply(_call_args(list(messages), overrides, request))
-        return self._result(PluginLlmCompleteResult, reply, overrides, request, None)
+        return await super().acomplete(messages, **_request(locals()))
 
     # -- structured ------------------------------------------------------------------
 
@@ -375,14 +364,7 @@ class PluginLlm(_llm.PluginLlm, metaclass=_FacadeType):
         purpose: str | None = None,
     ) -> PluginLlmStructuredResult:
         """Instructions and input blocks in, parsed JSON out (the arguments of ``ctx.llm``'s)."""
-        request = _request(locals())
-        overrides = self._overrides(request)
-        if self._sync_caller is None:
-            self._bind()
-            return _llm.PluginLlm.complete_structured(self, **request)
-        messages, body = _structured(request)
-        reply = self._sync_caller(**_call_args(messages, overrides, request, body))
-        return self._result(PluginLlmStructuredResult, reply, overrides, request, json_schema)
+        return super().complete_structured(**_request(locals()))
 
     async def acomplete_structured(
         self,
@@ -403,16 +385,25 @@ class PluginLlm(_llm.PluginLlm, metaclass=_FacadeType):
         purpose: str | None = None,
     ) -> PluginLlmStructuredResult:
         """As :meth:`complete_structured`, awaited."""
-        request = _request(locals())
-        overrides = self._overrides(request)
-        if self._async_caller is None and self._sync_caller is None:
-            self._bind()
-            return await _llm.PluginLlm.acomplete_structured(self, **request)
-        messages, body = _structured(request)
-        reply = await self._reply(_call_args(messages, overrides, request, body))
-        return self._result(PluginLlmStructuredResult, reply, overrides, request, json_schema)
+        return await super().acomplete_structured(**_request(locals()))
 
     # -- internals ----------------------------------------------------------------------
+
+    def _answer(self, call: _llm._Call) -> Any:
+        """The test caller's answer to ``call``, else the kernel's (the test policy checked first)."""
+        overrides = self._overrides(call.options)
+        if self._sync_caller is None:
+            self._bind()
+            return super()._answer(call)
+        return self._result(call, self._sync_caller(**_call_args(call, overrides)), overrides)
+
+    async def _aanswer(self, call: _llm._Call) -> Any:
+        """As :meth:`_answer`, awaited (a test's ``async_caller``, else its ``sync_caller``)."""
+        overrides = self._overrides(call.options)
+        if self._async_caller is None and self._sync_caller is None:
+            self._bind()
+            return await super()._aanswer(call)
+        return self._result(call, await self._reply(_call_args(call, overrides)), overrides)
 
     def _bind(self) -> None:
         """Bind to the current kernel when built with none (outside any kernel)."""
@@ -423,7 +414,7 @@ class PluginLlm(_llm.PluginLlm, metaclass=_FacadeType):
                 raise PluginLlmError(f"plugin '{self.plugin_id}': {reason}")
             self._kernel = kernel
 
-    def _overrides(self, request: dict[str, Any]) -> tuple[str | None, str | None, str | None, str | None]:
+    def _overrides(self, request: Mapping[str, Any]) -> tuple[str | None, str | None, str | None, str | None]:
         """A test policy's verdict on the overrides (on the kernel's path, the kernel's gate decides too)."""
         wanted = (request["provider"], request["model"], request["agent_id"], request["profile"])
         if self._policy_loader is not None:
@@ -440,8 +431,9 @@ class PluginLlm(_llm.PluginLlm, metaclass=_FacadeType):
         assert self._sync_caller is not None
         return self._sync_caller(**args)
 
-    def _result(self, cls: Any, reply: Any, overrides: Any, request: dict[str, Any], json_schema: Any) -> Any:
+    def _result(self, call: _llm._Call, reply: Any, overrides: Any) -> Any:
         """The kernel's result type for a test caller's ``(provider, model, response)``."""
+        cls, request, json_schema = call.result, call.options, call.options["json_schema"]
         try:
             provider, model, response = reply
         except (TypeError, ValueError):
@@ -479,36 +471,20 @@ def _request(arguments: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in arguments.items() if k not in ("self", "messages", "__class__")}
 
 
-def _structured(request: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
-    """The messages and request body a structured call sends (built as ``ctx.llm`` builds them)."""
-    messages, body = _llm._structured_request(
-        request["instructions"],
-        request["input"],
-        request["json_schema"],
-        request["json_mode"],
-        request["schema_name"],
-        request["system_prompt"],
-    )
-    return messages, body or None
-
-
 def _call_args(
-    messages: list[Any],
-    overrides: tuple[str | None, str | None, str | None, str | None],
-    request: dict[str, Any],
-    extra_body: dict[str, Any] | None = None,
+    call: _llm._Call, overrides: tuple[str | None, str | None, str | None, str | None]
 ) -> dict[str, Any]:
     """The keyword arguments Hermes Agent gives a test caller."""
     provider, model, _agent_id, profile = overrides
     return {
-        "messages": messages,
+        "messages": list(call.messages),
         "provider_override": provider,
         "model_override": model,
         "profile_override": profile,
-        "temperature": request["temperature"],
-        "max_tokens": request["max_tokens"],
-        "timeout": request["timeout"],
-        "extra_body": extra_body,
+        "temperature": call.options["temperature"],
+        "max_tokens": call.options["max_tokens"],
+        "timeout": call.options["timeout"],
+        "extra_body": call.extra_body or None,
     }
 
 

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ...core.api import record_of
+from ...tools.options import TOOL_OPTION_DEFAULTS
 from . import current_kernel, registering_context, require_kernel
 
 __all__ = [
@@ -91,31 +92,18 @@ class HermesToolRegistry:
         toolset: str,
         schema: dict[str, Any],
         handler: Callable[..., Any],
-        check_fn: Callable[[], Any] | None = None,
-        requires_env: Iterable[str] | None = None,
-        is_async: bool = False,
-        description: str = "",
-        emoji: str = "",
-        override: bool = False,
-        **extra: Any,
+        *args: Any,
+        **options: Any,
     ) -> None:
-        """Add a tool (as ``ctx.register_tool``); unknown keywords are ignored with a warning."""
+        """Add a tool: ``ctx.register_tool``'s parameters, in its order; unknown keywords are ignored
+        with a warning (Hermes' ``max_result_size_chars``, ``dynamic_schema_overrides``)."""
         ctx = registering_context("tools.registry.registry.register")
+        extra = sorted(set(options) - set(TOOL_OPTION_DEFAULTS))
         if extra:
-            warning = f"tools.registry.register({name!r}): ignored keyword(s) {', '.join(sorted(extra))}"
+            warning = f"tools.registry.register({name!r}): ignored keyword(s) {', '.join(extra)}"
             record_of(ctx).warnings.append(warning)
-        ctx.register_tool(
-            name,
-            toolset,
-            schema,
-            handler,
-            check_fn=check_fn,
-            requires_env=requires_env,
-            is_async=is_async,
-            description=description,
-            emoji=emoji,
-            override=override,
-        )
+        known = {key: value for key, value in options.items() if key in TOOL_OPTION_DEFAULTS}
+        ctx.register_tool(name, toolset, schema, handler, *args, **known)
 
     def get_all_tool_names(self) -> list[str]:
         """Every tool of the current kernel, by name."""
