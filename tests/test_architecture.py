@@ -196,3 +196,59 @@ def test_no_module_only_stands_for_another() -> None:
         if "sys.modules[__name__] =" in path.read_text(encoding="utf-8")
     ]
     assert not aliases, aliases
+
+
+#: The core's collaborators that must not reach into another object's private state.
+COLLABORATORS = ("core/plugin_manager.py", "core/registry.py", "core/loader", "core/kernel.py")
+
+
+def foreign_private_uses(source: str) -> list[tuple[int, str]]:
+    """``(line, text)`` of each ``<x>._name`` where ``<x>`` is not ``self``, ``cls`` or ``super()``:
+    a private attribute or method of another object."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Attribute) or not node.attr.startswith("_") or node.attr.startswith("__"):
+            continue
+        owner = node.value
+        if isinstance(owner, ast.Name) and owner.id in ("self", "cls"):
+            continue
+        if isinstance(owner, ast.Call) and isinstance(owner.func, ast.Name) and owner.func.id == "super":
+            continue
+        found.append((node.lineno, ast.unparse(node)))
+    return sorted(found)
+
+
+def test_the_foreign_private_finder_sees_each_form() -> None:
+    source = "self._kernel._block(n)\nkernel._records\nctx._rollback()\n"
+    source += "self._own()\nsuper()._verify()\nx.__name__\n"
+    assert foreign_private_uses(source) == [
+        (1, "self._kernel._block"),
+        (2, "kernel._records"),
+        (3, "ctx._rollback"),
+    ]
+
+
+def test_the_core_objects_are_collaborators_not_loops(tmp_path: Path) -> None:
+    """The loader is an object the kernel holds, not a base class; ``k.pm`` is given the plugin
+    registry, never the kernel; and none of them calls or reads another object's private members."""
+    from kernel import Kernel
+    from kernel.core.loader.importer import Loader
+    from kernel.core.registry import PluginRegistry
+
+    assert Loader not in Kernel.__mro__
+    reaches = [
+        f"{path.relative_to(REPO)}:{line}: {text}"
+        for part in COLLABORATORS
+        for path in sorted((KERNEL / part).rglob("*.py") if (KERNEL / part).is_dir() else [KERNEL / part])
+        for line, text in foreign_private_uses(path.read_text(encoding="utf-8"))
+    ]
+    assert not reaches, "a private member of another object; give it a public method:\n" + "\n".join(reaches)
+
+    k = Kernel(home=tmp_path)
+    try:
+        held = [*vars(k.pm).values(), *vars(k.pm.registry).values()]
+        assert not [value for value in held if isinstance(value, Kernel)]
+        assert isinstance(k.pm.registry, PluginRegistry)
+        assert isinstance(vars(k)["_loader"], Loader)
+    finally:
+        k.shutdown()

@@ -628,7 +628,7 @@ def test_registry_register_inside_host_loading_goes_to_that_plugin(
                 lambda args, **kw: json.dumps({"ok": True}),
             )
 
-    k._add_surface("test:loader", "test", setup, source="runtime")
+    k.host.add_surface("test:loader", "test", setup, source="runtime")
     assert k.tools.get("loaded_tool").plugin == "test:loader"
     assert k.plugin("test:loader").tools == ["loaded_tool"]
     assert run_json(k.tools.dispatch("loaded_tool", {})) == {"ok": True}

@@ -70,11 +70,11 @@ class ServiceHost:
     @property
     def records(self) -> Mapping[str, PluginRecord]:
         """The records of the plugins and surfaces, by name: a read-only view of the live mapping."""
-        return types.MappingProxyType(self._kernel._records)
+        return types.MappingProxyType(self._kernel._registry.records)
 
     def note_failure(self, plugin: str, problem: str) -> None:
         """Note a run-time failure of ``plugin`` (once) in its listing's warnings."""
-        self._kernel._note_failure(plugin, problem)
+        self._kernel._registry.note_failure(plugin, problem)
 
     def config_problem(self, problem: str) -> None:
         """Report a problem of config.yaml: kept in ``k.problems`` and logged as a warning."""
@@ -93,17 +93,17 @@ class ServiceHost:
     ) -> PluginRecord:
         """Add a surface, listed and isolated like a plugin: ``setup(ctx)`` registers what it offers;
         ``close`` runs at shutdown.  ``PluginError`` when ``name`` is taken."""
-        return self._kernel._add_surface(
+        return self._kernel._loader.add_surface(
             name, kind, setup, source=source, path=path, description=description, close=close
         )
 
     def plugin_submodule(self, plugin: str, name: str) -> types.ModuleType | None:
         """Import ``<plugin package>.<name>`` (a memory provider's ``cli.py``), or ``None``."""
-        return self._kernel._plugin_submodule(plugin, name)
+        return self._kernel._loader.plugin_submodule(plugin, name)
 
     def load_deferred(self) -> None:
         """Import the deferred (model provider) plugins now."""
-        self._kernel._load_deferred()
+        self._kernel._loader.load_deferred()
 
     def scan_sources(self) -> list[list[Candidate]]:
         """The plugin candidates of each source (bundled, user, project, entry points), unmerged."""
@@ -132,7 +132,7 @@ class ServiceHost:
 
     def namespace_module(self) -> types.ModuleType:
         """The package module of :attr:`namespace`, made on first use."""
-        return self._kernel._ensure_namespace_module()
+        return self._kernel._loader.namespace_module()
 
     @property
     def audit(self) -> LazyLogger:

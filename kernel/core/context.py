@@ -44,6 +44,11 @@ def loading(ctx: PluginContext) -> Iterator[None]:
         _loading.reset(token)
 
 
+def roll_back(ctx: PluginContext) -> None:
+    """Undo, newest first, what ``ctx``'s plugin registered (its ``register()`` failed or overran)."""
+    ctx._rollback()
+
+
 def current_context() -> PluginContext | None:
     """The context of the plugin being imported or registered right now, if any: module-level
     calls a plugin makes while it loads (Hermes' ``register_provider``, ...) are its own."""

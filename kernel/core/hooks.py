@@ -197,6 +197,17 @@ class HookEngine(AsyncCalls):
                 self._changed(cb.hook)
             return True
 
+    @property
+    def lock(self) -> SharedRLock:
+        """The engine's lock (a plugin-loading thread borrows it with the kernel's)."""
+        return self._lock
+
+    def misfit(self, hook: str, impl: HookImpl, exc: BaseException) -> None:
+        """Disable ``impl`` of ``hook``, which does not fit the hook's new spec, and report it once."""
+        cb = self._callback(hook, impl)
+        if self.disable(cb, describe(exc)):
+            self._on_failure(cb, exc)
+
     def respecified(self, hooks: Iterable[str]) -> None:
         """Recompile ``hooks`` after a spec was added (firstresult, defaults may change)."""
         with self._lock:

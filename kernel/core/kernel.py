@@ -21,14 +21,13 @@ from .api import ServiceHost
 from .callbacks import OBSERVER_KEY, OBSERVER_SCHEMA_VERSION, contained
 from .hooks import Callback, HookEngine, Request, context_text, describe, plain_text, plugin_order
 from .loader.discovery import (
-    ENTRY_POINT_GROUPS,
     Candidate,
     bundled_root,
     merge_sources,
     scan_entry_points,
     scan_root,
 )
-from .loader.importer import Loader, _file_dir, _gc_paused, _source_dir
+from .loader.importer import Loader, _gc_paused, claim_namespace, release_namespace
 from .plugin_manager import KernelPluginManager, PluginError
 from .records import (
     BLOCKED,
@@ -40,6 +39,7 @@ from .records import (
     info_from_last_load,
     run_choice,
 )
+from .registry import PluginRegistry
 from .running import RUNNING
 from .services import Service, ServiceManager
 
@@ -66,7 +66,7 @@ __all__ = ["BLOCKED", "DEFAULT_REGISTER_TIMEOUT", "Kernel", "PluginError", "Plug
 DEFAULT_REGISTER_TIMEOUT = 30.0
 
 
-class Kernel(Loader):
+class Kernel:
     """A plugin kernel for one agent.
 
     ``Kernel(home=None, config=None)`` then :meth:`load`, use, :meth:`shutdown`.
@@ -113,24 +113,23 @@ class Kernel(Loader):
         self.write_caches = True
         self.config, self.problems = load_config(self.home, config, self._remember, check=True)
         self.debug = truthy(os.environ.get("HERMES_PLUGINS_DEBUG"))
-        self._namespace = self._claim_namespace()
+        self._namespace = claim_namespace()
         self._logging = KernelLogging(self.home, self.debug, self._namespace)
         self.log = self._logging.logger
         for problem in self.problems:
             self.log.warning("config_problem", detail=problem)
 
-        self._records: dict[str, _Record] = {}
-        # Module-name parts in use by this kernel's plugins, and whose they are.
-        self._slugs: dict[str, str] = {}
-        self._closed = False
         self._lock = watchdog.SharedRLock()
-        # Locks of attached services that a loader thread borrows along with the kernel's (_each_bounded).
+        #: The plugin records, below ``k.pm`` and the loader (see :mod:`kernel.core.registry`).
+        self._registry = PluginRegistry(self._lock)
+        self._records: dict[str, _Record] = self._registry.records
+        # Locks of attached services that a loader thread borrows along with the kernel's (each_bounded).
         self._lendable: list[watchdog.SharedRLock] = []
-        self.pm = KernelPluginManager(self)
+        self.pm = KernelPluginManager(self._registry)
         self._hooks = HookEngine(
             self.pm, self._on_hook_failure, timeout=self._seconds("hook_timeout", None), owner=self
         )
-        # Each plugin's import and register() are bounded by this (see _each_bounded).
+        # Each plugin's import and register() are bounded by this (see Loader.each_bounded).
         self._register_timeout = self._seconds("register_timeout", DEFAULT_REGISTER_TIMEOUT)
         self.pm.engine = self._hooks
         self._fast = self._hooks.fast
@@ -143,7 +142,6 @@ class Kernel(Loader):
             self.pre_llm_context.__doc__ = Kernel.pre_llm_context.__doc__
         self.pm.add_hookspecs(hookspecs)
         self._refused: list[_Record] = []
-        self._loaded = False
         self._env_token = object()
         #: This kernel's environment: the process's variables, then ``<home>/.env`` (see kernel.environ).
         self.environ = KernelEnviron(self._env_token)
@@ -151,11 +149,34 @@ class Kernel(Loader):
         self._closers: list[tuple[str, Callable[[], None]]] = []
         #: Parsed manifests of earlier runs, by file identity (see kernel.base.state.ManifestCache).
         self._manifests = state.ManifestCache(self.home)
-        # Set once the deferred (model provider) plugins were asked for: load() then imports them all.
-        self._deferred_wanted = False
         #: What a service may use of this kernel (see :mod:`kernel.core.api`).
         self.host = ServiceHost(self)
         self._services = ServiceManager(self, services)
+        self._loader = Loader(
+            self,
+            self._registry,
+            self.pm,
+            self._hooks,
+            self._services,
+            log=self.log,
+            environ=self.environ,
+            debug=self.debug,
+            namespace=self._namespace,
+            register_timeout=self._register_timeout,
+            lendable=self._lendable,
+            closers=self._closers,
+        )
+        self._registry.unload = self._loader.unload
+        self._registry.joined = self._loader.joined
+        self.pm.load_group = self._loader.load_entry_point_group
+
+    @property
+    def _closed(self) -> bool:
+        return self._registry.closed
+
+    @property
+    def _loaded(self) -> bool:
+        return self._loader.loaded
 
     def __getattr__(self, name: str) -> Any:
         # Only for names not set yet: a service's attribute attaches the service that sets it.
@@ -187,7 +208,7 @@ class Kernel(Loader):
         with self._lock:
             if self._loaded or self._closed:
                 return self.plugins
-            self._loaded = True
+            self._loader.loaded = True
             self.environ.dotenv = read_dotenv(self.home)
             for name in environ.export(self._env_token, self.environ.dotenv):
                 self.log.warning(
@@ -204,12 +225,13 @@ class Kernel(Loader):
             self._refused.extend(_Record.from_candidate(c) for c in refused)
             with self._hooks.batch(), _gc_paused():
                 order = [merged[key] for key in sorted(merged, key=plugin_order)]
-                self._each_bounded(order, lambda cand: self._load_candidate(cand, disabled))
-                if self._deferred_wanted and any(r.deferred for r in self._records.values()):
+                loader = self._loader
+                loader.each_bounded(order, lambda cand: loader.load_candidate(cand, disabled))
+                if loader.deferred_wanted and any(r.deferred for r in self._records.values()):
                     # A plugin looked a provider up while loading, before later provider plugins were
                     # reached: those are imported now rather than never.
-                    self._load_deferred()
-            services.attach_for_hooks(self._implemented_hooks())
+                    loader.load_deferred()
+            services.attach_for_hooks(self._loader.implemented_hooks())
             services.hook.service_load_finished(kernel=self)
             enabled = sum(1 for r in self._records.values() if r.enabled)
             self.log.info("plugin_discovery_complete", found=len(self._records), enabled=enabled)
@@ -276,7 +298,7 @@ class Kernel(Loader):
             if record.error is None and cand in refused:
                 record.error = "refused"
             if record.error is None:
-                record.error = self._skip_reason(record, choice)[0]
+                record.error = self._loader.skip_reason(record, choice)[0]
             old = previous.pop(record.name, None)
             if record.error is not None:
                 rows.append((record.info(), "current"))
@@ -346,7 +368,7 @@ class Kernel(Loader):
         with self._lock:
             if self._closed:
                 return
-            self._closed = True
+            self._registry.closed = True
             while self._closers:
                 name, close = self._closers.pop()
                 try:
@@ -356,11 +378,11 @@ class Kernel(Loader):
                     self.log.warning("surface_close_failed", surface=name, error=error)
             self._services.hook.service_shutdown(kernel=self)
             for name in list(self._records):
-                self._drop(name)
+                self._registry.drop(name)
             environ.release(self._env_token)
             self._hooks.close()
             self._logging.close()
-            self._release_namespace()
+            release_namespace(self._namespace)
 
     def __enter__(self) -> Kernel:
         return self
@@ -395,19 +417,19 @@ class Kernel(Loader):
         """
         name = name or getattr(obj, "__name__", None) or type(obj).__name__
         with self._lock:
-            self._refuse_if_closed(name)
+            self._registry.refuse_if_closed(name)
             if self.pm.is_blocked(name):
                 raise PluginError(f"cannot register plugin '{name}': it is blocked (k.pm.set_blocked)")
             if name in self._records:
                 raise PluginError(f"a plugin named '{name}' is already registered; choose another name")
             file = getattr(obj, "__file__", None)
             record = _Record(name=name, source="runtime", path=Path(file).parent if file else None)
-            self._records[name] = record
-            error = self._activate(record, lambda: obj)
+            self._registry.add(record)
+            error = self._loader.activate(record, lambda: obj)
             if error is not None:
-                del self._records[name]
+                self._registry.discard(name)
                 raise PluginError(f"plugin '{name}': {error}")
-            self._added(name)
+            self._loader.added(name)
             return record.info()
 
     def unregister(self, name: str) -> None:
@@ -415,7 +437,7 @@ class Kernel(Loader):
         with self._lock:
             if name not in self._records:
                 raise KeyError(f"no plugin named '{name}'")
-            self._drop(name)
+            self._registry.drop(name)
 
     # -- hooks -------------------------------------------------------------------
 
@@ -596,15 +618,6 @@ class Kernel(Loader):
             return default
         return float(value)
 
-    def _implemented_hooks(self) -> set[str]:
-        """The hooks that have a live callback now."""
-        return {hook for hook, chain in self._hooks.chains.items() if chain.callbacks}
-
-    def _added(self, name: str) -> None:
-        """Plugin ``name`` joined after :meth:`load`: the services it needs join, and all are told."""
-        self._services.attach_for_hooks(self._implemented_hooks())
-        self._services.hook.service_plugin_added(kernel=self, name=name)
-
     def _config_problem(self, problem: str) -> None:
         self.problems.append(problem)
         self.log.warning("config_problem", detail=problem)
@@ -632,94 +645,6 @@ class Kernel(Loader):
             choice.opt_in = hermes_marker(self.home, self.config)
         return choice
 
-    # -- internals: k.pm -------------------------------------------------------
-
-    def _refuse_if_closed(self, name: str) -> None:
-        if self._closed:
-            raise PluginError(f"cannot register plugin '{name}': this kernel has been shut down")
-
-    def _register_pluggy(self, obj: Any, name: str) -> str:
-        """``k.pm.register(obj, name)``: a pluggy plugin, recorded like any other."""
-        with self._lock:
-            self._refuse_if_closed(name)
-            existing = self._records.get(name)
-            if existing is not None:
-                raise PluginError(
-                    f"Plugin name already registered: {name} (a plugin from {existing.source}); "
-                    "choose another"
-                )
-            record = _Record(name=name, source="pluggy", path=_source_dir(obj) or _file_dir(obj))
-            self._records[name] = record
-            try:
-                self.pm._register_object(obj, name, scan=True)
-            except BaseException:
-                del self._records[name]
-                raise
-            record.obj = obj
-            record.enabled = True
-            record.callbacks = self._hooks.adopt(obj)
-            self._note_unknown_hooks(record)
-            if self._loaded:
-                self._added(name)
-            return name
-
-    def _unregister_pluggy(self, name: str) -> None:
-        """``k.pm.unregister``: the plugin goes with everything it registered."""
-        with self._lock:
-            if name in self._records:
-                self._drop(name)
-
-    def _block(self, name: str) -> None:
-        """``k.pm.set_blocked(name)``: unload it if loaded; listed as blocked; never loaded later."""
-        with self._lock:
-            record = self._records.get(name)
-            if record is None:
-                return
-            self._unload(record)
-            record.enabled = False
-            record.deferred = False
-            record.error = BLOCKED
-
-    def _forget_blocked(self, name: str) -> None:
-        """``k.pm.unblock(name)``: the record that said "blocked" goes; the name is free again."""
-        with self._lock:
-            record = self._records.get(name)
-            if record is not None and record.error == BLOCKED:
-                del self._records[name]
-
-    def _load_entry_point_group(self, group: str, name: str | None) -> int | None:
-        """``k.pm.load_setuptools_entrypoints`` for a Hermes group; ``None`` for any other group."""
-        if group not in ENTRY_POINT_GROUPS:
-            return None
-        with self._lock:
-            self._refuse_if_closed(name or group)
-            count = 0
-            disabled = self.plugin_choice()
-            wanted = [
-                cand
-                for cand in scan_entry_points(self.log, groups=(group,))
-                if (name is None or cand.key == name)
-                and cand.key not in self._records
-                and not self.pm.is_blocked(cand.key)
-            ]
-
-            def load_one(cand: Candidate) -> None:
-                nonlocal count
-                self._load_candidate(cand, disabled)
-                record = self._records[cand.key]
-                if record.enabled:
-                    count += 1
-                    dist = getattr(cand.entry_point, "dist", None)
-                    if dist is not None and record.obj is not None:
-                        self.pm._plugin_distinfo.append((record.obj, dist))
-
-            with self._hooks.batch():
-                self._each_bounded(wanted, load_one)
-            if self._loaded:
-                for cand_name in [r.name for r in self._records.values() if r.enabled]:
-                    self._added(cand_name)
-            return count
-
     # -- internals: failures and gates -----------------------------------------
 
     def _on_hook_failure(self, cb: Callback, exc: BaseException) -> None:
@@ -735,12 +660,6 @@ class Kernel(Loader):
             )
         if logging_it.failed:  # an exception that even the traceback renderer cannot print
             self.log.warning("hook_failed", **fields, action=action)
-
-    def _note_failure(self, plugin: str, problem: str) -> None:
-        """Record a run-time failure of ``plugin`` (e.g. an event receiver) once, for the listings."""
-        record = self._records.get(plugin)
-        if record is not None and problem not in record.warnings and len(record.warnings) < 50:
-            record.warnings.append(problem)
 
 
 def _first(texts: list[str | None], allow_empty: bool) -> str | None:

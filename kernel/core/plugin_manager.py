@@ -10,20 +10,24 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pluggy
 from pluggy import HookCaller, HookImpl, PluginValidationError
 
 from ..hookspecs import PROJECT_NAME
-from .hooks import HookEngine, _Monitor, describe
+from .hooks import HookEngine, _Monitor
+from .registry import PluginError, PluginRegistry, file_dir, source_dir
 
-if TYPE_CHECKING:
-    from .kernel import Kernel
+__all__ = ["KernelPluginManager", "PluginError", "PluginHandle"]
+
+#: ``load(group, name)``: a Hermes entry-point group loaded as the kernel loads it, the number of
+#: plugins loaded; ``None`` for a group that is not the kernel's.
+GroupLoader = Callable[[str, "str | None"], "int | None"]
 
 
-class PluginError(ValueError):
-    """A plugin that an explicit :meth:`Kernel.register` (or ``k.pm.register``) call could not add."""
+def _no_groups(group: str, name: str | None) -> int | None:
+    return None
 
 
 class PluginHandle:
@@ -44,12 +48,18 @@ class PluginHandle:
 
 
 class KernelPluginManager(pluggy.PluginManager):
-    """pluggy's manager whose plugins are the kernel's plugins and whose calls run the kernel's engine."""
+    """pluggy's manager whose plugins are the kernel's plugins and whose calls run the kernel's engine.
 
-    def __init__(self, kernel: Kernel) -> None:
+    It is given the kernel's :class:`~kernel.core.registry.PluginRegistry` (the
+    records) and, once the loader exists, :attr:`load_group` for the Hermes
+    entry-point groups; it knows nothing else of the kernel.
+    """
+
+    def __init__(self, registry: PluginRegistry) -> None:
         super().__init__(PROJECT_NAME)
-        self._kernel = kernel
+        self.registry = registry
         self.engine: HookEngine  # set by the kernel right after
+        self.load_group: GroupLoader = _no_groups
 
     # -- calling ---------------------------------------------------------------
 
@@ -81,14 +91,31 @@ class KernelPluginManager(pluggy.PluginManager):
         A plugin registered before ``k.load()`` is adopted by the load, not
         loaded twice; after ``k.shutdown()`` this raises ``PluginError``.
         """
-        kernel = self._kernel
-        kernel._refuse_if_closed(name or "?")
+        registry = self.registry
+        registry.refuse_if_closed(name or "?")
         if plugin is None:
             return None
         name = name or self.unique_name(plugin)
         if self.is_blocked(name):
             return None
-        return kernel._register_pluggy(plugin, name)
+        with registry.lock:
+            record = registry.reserve(name, "pluggy", source_dir(plugin) or file_dir(plugin))
+            try:
+                self.add_object(plugin, name, scan=True)
+            except BaseException:
+                registry.discard(name)
+                raise
+            record.obj = plugin
+            record.enabled = True
+            record.callbacks = self.engine.adopt(plugin)
+            registry.note_unknown_hooks(record, self.has_spec)
+            registry.joined(name)
+            return name
+
+    def has_spec(self, hook_name: str) -> bool:
+        """Whether hook ``hook_name`` has a specification."""
+        caller = getattr(self.hook, hook_name, None)
+        return caller is not None and caller.has_spec()
 
     def unique_name(self, plugin: object) -> str:
         """:meth:`get_canonical_name`, with ``#2``, ``#3``... when another object has that name."""
@@ -107,7 +134,7 @@ class KernelPluginManager(pluggy.PluginManager):
         cls = plugin if inspect.isclass(plugin) else type(plugin)
         return f"{cls.__module__}.{cls.__qualname__}"
 
-    def _register_object(self, plugin: object, name: str, scan: bool) -> None:
+    def add_object(self, plugin: object, name: str, scan: bool) -> None:
         """Put ``plugin`` in the registry under ``name``: with pluggy's impl scan, or bare (no impls)."""
         if scan:
             pluggy.PluginManager.register(self, plugin, name)
@@ -118,7 +145,32 @@ class KernelPluginManager(pluggy.PluginManager):
             raise ValueError(f"Plugin already registered under a different name: {name}={plugin}")
         self._name2plugin[name] = plugin
 
-    def _unregister_object(self, plugin: object) -> None:
+    def swap_object(self, name: str, old: object, new: object, scan: bool) -> bool:
+        """Register ``new`` under ``name`` in place of ``old`` (a handle without impls).
+
+        ``False``, ``old`` kept, when ``new`` is another plugin's object already
+        (with ``scan``, that ``ValueError`` is raised); any other failure keeps
+        ``old`` and is raised.
+        """
+        del self._name2plugin[name]
+        try:
+            self.add_object(new, name, scan)
+        except ValueError:  # the object is another plugin's already
+            self._name2plugin[name] = old
+            if scan:
+                raise
+            return False
+        except BaseException:
+            self._name2plugin[name] = old
+            raise
+        return True
+
+    def note_distribution(self, plugin: object, dist: Any) -> None:
+        """Remember the distribution ``plugin`` came from (``list_plugin_distinfo``)."""
+        self._plugin_distinfo.append((plugin, dist))
+
+    def remove_object(self, plugin: object) -> None:
+        """Take ``plugin`` out of the registry, with its impls, when it is there (nothing else)."""
         if plugin in self._name2plugin.values():  # checked in C; pluggy's get_name is a Python loop
             pluggy.PluginManager.unregister(self, plugin)
 
@@ -133,14 +185,14 @@ class KernelPluginManager(pluggy.PluginManager):
             raise ValueError(f"Plugin name {name!r} and plugin {plugin!r} do not agree")
         if registered is None:
             return None
-        self._kernel._unregister_pluggy(name)
+        self.registry.drop(name)
         if self._name2plugin.get(name) is registered:  # an object the kernel holds no record of
             pluggy.PluginManager.unregister(self, registered)
         return registered
 
     def set_blocked(self, name: str) -> None:
         """Block plugin ``name`` as a whole: unloaded now if loaded, never loaded later."""
-        self._kernel._block(name)
+        self.registry.block(name)
         if self._name2plugin.get(name) is not None:
             pluggy.PluginManager.unregister(self, name=name)
         self._name2plugin[name] = None
@@ -149,13 +201,13 @@ class KernelPluginManager(pluggy.PluginManager):
         """As pluggy's; the blocked plugin's record goes too, so that the name can be registered again."""
         if not super().unblock(name):
             return False
-        self._kernel._forget_blocked(name)
+        self.registry.forget_blocked(name)
         return True
 
     def load_setuptools_entrypoints(self, group: str, name: str | None = None) -> int:
         """As pluggy's; plugins of the Hermes groups load as the kernel loads them (``register(ctx)``)."""
-        self._kernel._refuse_if_closed(name or group)
-        loaded = self._kernel._load_entry_point_group(group, name)
+        self.registry.refuse_if_closed(name or group)
+        loaded = self.load_group(group, name)
         if loaded is not None:
             return loaded
         return super().load_setuptools_entrypoints(group, name)
@@ -184,14 +236,12 @@ class KernelPluginManager(pluggy.PluginManager):
                         self._verify_hook(caller, impl)
                     except PluginValidationError as exc:
                         problems.append(exc)
-                        cb = self.engine._callback(attr, impl)
-                        if self.engine.disable(cb, describe(exc)):
-                            self.engine._on_failure(cb, exc)
+                        self.engine.misfit(attr, impl, exc)
             names.append(attr)
         if not names:
             raise ValueError(f"did not find any {self.project_name!r} hooks in {module_or_class!r}")
         self.engine.respecified(names)
-        self._kernel._hooks_specified(names)
+        self.registry.hooks_specified(names)
         if strict and problems:
             raise problems[0]
 

@@ -5,7 +5,7 @@ that :meth:`Kernel.load` attaches when its section, variable or folder is
 present, and whose ``service_load_finished`` calls its ``load(kernel)`` after
 the plugins (through :func:`load_surface`).  What a surface adds (hook
 callbacks, event receivers, tools) belongs to a *surface record*: a
-pseudo-plugin made with ``Kernel._add_surface``, named ``<kind>:<name>``
+pseudo-plugin made with ``k.host.add_surface``, named ``<kind>:<name>``
 (``mcp:files``, ``hooks:long-task-alert``, ``config:shell-hooks``), so that it
 is listed, attributed, isolated and removed exactly like a plugin.  Nothing
 here is imported unless its section is configured.

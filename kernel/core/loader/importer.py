@@ -1,8 +1,9 @@
-"""Loading plugins: import, ``register()``, roll-back and unloading (the :class:`Loader` half of the kernel).
+"""Loading plugins: import, ``register()``, roll-back and unloading (the kernel's :class:`Loader`).
 
-:class:`~kernel.core.kernel.Kernel` inherits these; they touch only the
-core's own state (records, ``k.pm``, the hook engine) and tell the attached
-services what happened through the service hooks (:mod:`kernel.core.services`).
+The :class:`~kernel.core.kernel.Kernel` holds one :class:`Loader`, given the
+parts it works on: the plugin registry (records), ``k.pm``, the hook engine and
+the services, which it tells what happened through the service hooks
+(:mod:`kernel.core.services`).
 """
 
 from __future__ import annotations
@@ -17,11 +18,11 @@ import threading
 import types
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ...hookspecs import PROJECT_NAME
 from .. import watchdog
-from ..context import PluginContext, loading
+from ..context import PluginContext, loading, roll_back
 from ..hooks import describe, plugin_order, propagates, safe_text
 from ..plugin_manager import PluginError, PluginHandle
 from ..records import (
@@ -35,7 +36,8 @@ from ..records import (
     _Record,
     not_enabled_error,
 )
-from .discovery import Candidate
+from ..registry import PluginRegistry, source_dir
+from .discovery import ENTRY_POINT_GROUPS, Candidate, scan_entry_points
 
 if TYPE_CHECKING:
     from ...base.environ import KernelEnviron
@@ -43,37 +45,59 @@ if TYPE_CHECKING:
     from ..hooks import HookEngine
     from ..kernel import Kernel
     from ..plugin_manager import KernelPluginManager
-    from ..records import PluginInfo
     from ..services import ServiceManager
 
 T = TypeVar("T")
 
+_namespaces_in_use: set[str] = set()
+_namespace_lock = threading.Lock()
+
 
 class Loader:
-    """The loading half of :class:`~kernel.core.kernel.Kernel` (a mixin; see there for the state)."""
+    """Imports, registers and unloads the plugins of one kernel, given the parts of it that it uses.
 
-    _namespaces_in_use: ClassVar[set[str]] = set()
-    _namespace_lock: ClassVar[threading.Lock] = threading.Lock()
+    ``kernel`` is what a plugin's context and the service hooks are given;
+    the loader calls only its public :meth:`~kernel.core.kernel.Kernel.load`
+    and :meth:`~kernel.core.kernel.Kernel.plugin_choice`.
+    """
 
-    if TYPE_CHECKING:
-        # The kernel's state these methods use (set by Kernel.__init__), declared for type checkers.
-        log: LazyLogger
-        pm: KernelPluginManager
-        environ: KernelEnviron
-        debug: bool
-        _records: dict[str, _Record]
-        _slugs: dict[str, str]
-        _lock: watchdog.SharedRLock
-        _lendable: list[watchdog.SharedRLock]
-        _hooks: HookEngine
-        _register_timeout: float | None
-        _services: ServiceManager
-        _closers: list[tuple[str, Callable[[], None]]]
-        _namespace: str
+    def __init__(
+        self,
+        kernel: Kernel,
+        registry: PluginRegistry,
+        pm: KernelPluginManager,
+        engine: HookEngine,
+        services: ServiceManager,
+        *,
+        log: LazyLogger,
+        environ: KernelEnviron,
+        debug: bool,
+        namespace: str,
+        register_timeout: float | None,
+        lendable: list[watchdog.SharedRLock],
+        closers: list[tuple[str, Callable[[], None]]],
+    ) -> None:
+        self._kernel = kernel
+        self._registry = registry
+        self._records = registry.records
+        self._lock = registry.lock
+        self.pm = pm
+        self._hooks = engine
+        self._services = services
+        self.log = log
+        self.environ = environ
+        self.debug = debug
+        self._namespace = namespace
+        self._register_timeout = register_timeout
+        # Locks of attached services that a loader thread borrows along with the kernel's (each_bounded).
+        self._lendable = lendable
+        self._closers = closers
+        #: Whether the kernel's load() has begun: a plugin that joins later is announced (:meth:`joined`).
+        self.loaded = False
+        #: Set once the deferred (model provider) plugins were asked for: load() then imports them all.
+        self.deferred_wanted = False
 
-        def load(self) -> list[PluginInfo]: ...
-
-    def _load_candidate(self, cand: Candidate, disabled: Choice) -> None:
+    def load_candidate(self, cand: Candidate, disabled: Choice) -> None:
         existing = self._records.get(cand.key)
         if existing is not None:
             # Registered on k.pm before load() (or loaded from its entry point already): adopted once.
@@ -100,7 +124,7 @@ class Loader:
         if record.error is not None:
             self.log.warning("plugin_invalid", plugin=record.name, error=record.error)
             return
-        reason, missing = self._skip_reason(record, disabled)
+        reason, missing = self.skip_reason(record, disabled)
         if reason is not None:
             record.error = reason
             if missing:
@@ -118,11 +142,11 @@ class Loader:
             return
         if cand.entry_point is not None:
             entry_point = cand.entry_point
-            self._activate(record, entry_point.load)
+            self.activate(record, entry_point.load)
         else:
-            self._activate(record, lambda: self._import_directory(record))
+            self.activate(record, lambda: self._import_directory(record))
 
-    def _skip_reason(self, record: _Record, choice: Choice) -> tuple[str | None, list[str]]:
+    def skip_reason(self, record: _Record, choice: Choice) -> tuple[str | None, list[str]]:
         """Why ``record``'s plugin is not to be imported (blocked, disabled, not enabled, missing
         variables), and the missing variables; ``(None, [])`` when it is to be.  Imports nothing."""
         manifest = record.manifest
@@ -143,22 +167,22 @@ class Loader:
                 return f"Plugin {record.name} disabled (missing: {', '.join(missing)})", missing
         return None, []
 
-    def _activate(self, record: _Record, load_target: Any) -> str | None:
+    def activate(self, record: _Record, load_target: Any) -> str | None:
         """Import and register one plugin; on any failure roll back and return the error.
 
-        On a loader thread (see :meth:`_each_bounded`) the plugin may be given
+        On a loader thread (see :meth:`each_bounded`) the plugin may be given
         up while it runs; then nothing here touches the kernel any more.
         """
         with watchdog.settled() as live:
             if not live:
                 return "given up (plugins.register_timeout)"
-        activation = _Activation(record, PluginContext(cast("Kernel", self), record))
+        activation = _Activation(record, PluginContext(self._kernel, record))
         ctx = activation.ctx
         with watchdog.working(activation):
             try:
                 # Its object in k.pm until the import tells whether it has one of its own.
                 record.obj = PluginHandle(record.name)
-                self.pm._register_object(record.obj, record.name, scan=False)
+                self.pm.add_object(record.obj, record.name, scan=False)
                 # Hermes-style module-level calls (providers.register_provider,
                 # tools.registry.registry, ...) made while it loads are its own.
                 entry_point = record.entry_point
@@ -169,14 +193,14 @@ class Loader:
                         # Imported by an earlier kernel: what it registered on import went there.
                         target = importlib.reload(target)
                     if record.path is None:
-                        record.path = _source_dir(target)
+                        record.path = source_dir(target)
                     activation.phase = "register"
                     self._register_target(record, target, ctx)
             except BaseException as exc:
                 with watchdog.settled() as live:
                     if not live:
                         return record.error
-                    ctx._rollback()
+                    roll_back(ctx)
                     self._release(record)
                     if record.module_name:
                         _evict_modules(record.module_name)
@@ -206,13 +230,13 @@ class Loader:
                 )
         return None
 
-    def _each_bounded(self, items: Iterable[T], fn: Callable[[T], None]) -> None:
+    def each_bounded(self, items: Iterable[T], fn: Callable[[T], None]) -> None:
         """``fn(item)`` for each item (plugins to load), each bounded by ``plugins.register_timeout``.
 
         They run on a loader thread that borrows the kernel's locks; one that
         overruns is given up (:meth:`_give_up`) and the next go on.
         """
-        locks = (self._lock, self._hooks._lock, *self._lendable)
+        locks = (self._lock, self._hooks.lock, *self._lendable)
         watchdog.run_each(items, fn, timeout=self._register_timeout, on_overran=self._give_up, lend=locks)
 
     def _give_up(self, item: Any, stack: list[Any]) -> None:
@@ -223,7 +247,7 @@ class Loader:
         for activation in reversed(stack):
             record = activation.record
             self._release(record)
-            activation.ctx._rollback()
+            roll_back(activation.ctx)
             if record.module_name:
                 _evict_modules(record.module_name)
             what = "its import" if activation.phase == "import" else "register()"
@@ -239,7 +263,8 @@ class Loader:
         if inspect.isclass(target):
             # A provider class, usually: a service that knows the kind takes it.
             self._services.attach_answering("service_register_object")
-            if not self._services.hook.service_register_object(kernel=self, record=record, target=target):
+            hook = self._services.hook
+            if not hook.service_register_object(kernel=self._kernel, record=record, target=target):
                 raise PluginError(
                     f"the entry point names the class {target.__module__}.{target.__qualname__}, which is "
                     "not a provider the kernel knows (MemoryProvider, ContextEngine, ImageGenProvider, "
@@ -262,7 +287,8 @@ class Loader:
             if inspect.ismodule(target):
                 # A module that only defines a provider class (Hermes instantiates it): a service may take it.
                 self._services.attach_answering("service_register_object")
-                if self._services.hook.service_register_object(kernel=self, record=record, target=target):
+                hook = self._services.hook
+                if hook.service_register_object(kernel=self._kernel, record=record, target=target):
                     self._take_object(record, target, scan=False)
                     return
             where = getattr(target, "__file__", None) or (
@@ -280,20 +306,9 @@ class Loader:
         The callbacks it registered meanwhile move from its handle to it.  A
         module that is another plugin's object already keeps the handle.
         """
-        pm, handle = self.pm, record.obj
-        if target is handle:
+        handle = record.obj
+        if target is handle or not self.pm.swap_object(record.name, handle, target, scan):
             return
-        del pm._name2plugin[record.name]
-        try:
-            pm._register_object(target, record.name, scan)
-        except ValueError:  # the object is another plugin's already
-            pm._name2plugin[record.name] = handle
-            if scan:
-                raise
-            return
-        except BaseException:
-            pm._name2plugin[record.name] = handle
-            raise
         record.obj = target
         for cb in record.callbacks:
             if cb.impl.plugin is handle:
@@ -301,23 +316,9 @@ class Loader:
         if scan:
             known = set(record.callbacks)
             record.callbacks.extend(cb for cb in self._hooks.adopt(target) if cb not in known)
-            self._note_unknown_hooks(record)
+            self._registry.note_unknown_hooks(record, self.pm.has_spec)
 
-    def _note_unknown_hooks(self, record: _Record) -> None:
-        for cb in record.callbacks:
-            caller = getattr(self.pm.hook, cb.hook, None)
-            if cb.native and not cb.impl.optionalhook and (caller is None or not caller.has_spec()):
-                warning = f"hook '{cb.hook}' is not defined by the kernel (kept)"
-                if warning not in record.warnings:
-                    record.warnings.append(warning)
-
-    def _hooks_specified(self, names: list[str]) -> None:
-        """Hooks that just got a spec: earlier "not defined" warnings about them no longer hold."""
-        stale = tuple(f"hook '{name}' is not defined" for name in names)
-        for record in self._records.values():
-            record.warnings[:] = [w for w in record.warnings if not w.startswith(stale)]
-
-    def _add_surface(
+    def add_surface(
         self,
         name: str,
         kind: str,
@@ -338,10 +339,10 @@ class Loader:
             if name in self._records:
                 raise PluginError(f"'{name}' is already used by a plugin from {self._records[name].source}")
             record = _Record(name=name, source=source, path=path, kind=kind, description=description)
-            self._records[name] = record
+            self._registry.add(record)
             if close is not None:
                 self._closers.append((name, close))
-            self._activate(record, lambda: setup)
+            self.activate(record, lambda: setup)
             return record
 
     def _registers_on_import(self, target: Any) -> bool:
@@ -361,7 +362,7 @@ class Loader:
             or record.cli_commands
             or record.middleware
             or record.platforms
-            or any(self._services.hook.service_plugin_owns(kernel=self, record=record))
+            or any(self._services.hook.service_plugin_owns(kernel=self._kernel, record=record))
         )
 
     def _has_hookimpls(self, obj: Any) -> bool:
@@ -382,8 +383,8 @@ class Loader:
     def _import_directory(self, record: _Record) -> types.ModuleType:
         assert record.path is not None
         init = record.path / "__init__.py"
-        namespace = self._ensure_namespace_module()
-        self._claim_slug(record)
+        namespace = self.namespace_module()
+        self._registry.claim_slug(record)
         module_name = f"{self._namespace}.{record.slug}"
         spec = importlib.util.spec_from_file_location(
             module_name, init, submodule_search_locations=[str(record.path)]
@@ -396,19 +397,6 @@ class Loader:
         spec.loader.exec_module(module)
         setattr(namespace, record.slug, module)
         return module
-
-    def _claim_slug(self, record: _Record) -> None:
-        """Give ``record`` a module name of its own: names that slug alike (``dash-x``, ``dash_x``,
-        ``dash.x``) get ``_2``, ``_3``... in load order, so no plugin runs another's module."""
-        if record.claimed_slug is not None:
-            return
-        base = record.slug
-        slug, n = base, 1
-        while self._slugs.get(slug, record.name) != record.name:
-            n += 1
-            slug = f"{base}_{n}"
-        self._slugs[slug] = record.name
-        record.claimed_slug = slug
 
     def _check_declarations(self, record: _Record) -> None:
         manifest = record.manifest
@@ -430,10 +418,10 @@ class Loader:
                 "manifest_drift", plugin=record.name, tools=undeclared_tools, hooks=undeclared_hooks
             )
 
-    def _load_deferred(self) -> None:
+    def load_deferred(self) -> None:
         """Import the deferred (model provider) plugins: bundled first, so that user ones override."""
-        self._deferred_wanted = True
-        self.load()
+        self.deferred_wanted = True
+        self._kernel.load()
         with self._lock:
             deferred = [r for r in self._records.values() if r.deferred]
             deferred.sort(key=lambda r: (SOURCE_RANK.get(r.source, 4), plugin_order(r.name)))
@@ -441,15 +429,15 @@ class Loader:
             def load_one(record: _Record) -> None:
                 record.deferred = False
                 if record.entry_point is not None:
-                    error = self._activate(record, record.entry_point.load)
+                    error = self.activate(record, record.entry_point.load)
                 else:
-                    error = self._activate(record, lambda: self._import_directory(record))
+                    error = self.activate(record, lambda: self._import_directory(record))
                 if error is None:
-                    self._services.hook.service_plugin_added(kernel=self, name=record.name)
+                    self._services.hook.service_plugin_added(kernel=self._kernel, name=record.name)
 
-            self._each_bounded(deferred, load_one)
+            self.each_bounded(deferred, load_one)
 
-    def _plugin_submodule(self, plugin: str, name: str) -> types.ModuleType | None:
+    def plugin_submodule(self, plugin: str, name: str) -> types.ModuleType | None:
         """Import ``<plugin package>.<name>`` (e.g. a memory provider's ``cli.py``), or ``None``."""
         record = self._records.get(plugin)
         if record is None or record.module_name is None or record.path is None:
@@ -467,22 +455,15 @@ class Loader:
     def _release(self, record: _Record) -> None:
         """Take ``record``'s object out of ``k.pm``, with every callback it had."""
         if record.obj is not None:
-            self.pm._unregister_object(record.obj)
+            self.pm.remove_object(record.obj)
             record.obj = None
         self._hooks.forget(record.name)
         record.callbacks.clear()
 
-    def _drop(self, name: str) -> None:
-        record = self._records.pop(name, None)
-        if record is not None:
-            self._unload(record)
-            if record.claimed_slug is not None and self._slugs.get(record.claimed_slug) == name:
-                del self._slugs[record.claimed_slug]
-
-    def _unload(self, record: _Record) -> None:
+    def unload(self, record: _Record) -> None:
         """Remove everything ``record`` registered; the record itself stays as it is."""
         self._release(record)
-        self._services.hook.service_plugin_unloaded(kernel=self, record=record)
+        self._services.hook.service_plugin_unloaded(kernel=self._kernel, record=record)
         for registered in (
             record.tools,
             record.commands,
@@ -495,22 +476,57 @@ class Loader:
         if record.module_name:
             _evict_modules(record.module_name)
 
-    def _claim_namespace(self) -> str:
-        with self._namespace_lock:
-            base, n = "hermes_plugins", 1
-            name = base
-            while name in self._namespaces_in_use:
-                n += 1
-                name = f"{base}_{n}"
-            self._namespaces_in_use.add(name)
-            return name
+    # -- plugins that join after load() ----------------------------------------------
 
-    def _release_namespace(self) -> None:
-        with self._namespace_lock:
-            self._namespaces_in_use.discard(self._namespace)
-        sys.modules.pop(self._namespace, None)
+    def implemented_hooks(self) -> set[str]:
+        """The hooks that have a live callback now."""
+        return {hook for hook, chain in self._hooks.chains.items() if chain.callbacks}
 
-    def _ensure_namespace_module(self) -> types.ModuleType:
+    def added(self, name: str) -> None:
+        """Plugin ``name`` joined after load(): the services it needs join, and all are told."""
+        self._services.attach_for_hooks(self.implemented_hooks())
+        self._services.hook.service_plugin_added(kernel=self._kernel, name=name)
+
+    def joined(self, name: str) -> None:
+        """Plugin ``name`` was registered on ``k.pm``: announced as :meth:`added` once load() has begun."""
+        if self.loaded:
+            self.added(name)
+
+    def load_entry_point_group(self, group: str, name: str | None) -> int | None:
+        """``k.pm.load_setuptools_entrypoints`` for a Hermes group; ``None`` for any other group."""
+        if group not in ENTRY_POINT_GROUPS:
+            return None
+        with self._lock:
+            self._registry.refuse_if_closed(name or group)
+            count = 0
+            disabled = self._kernel.plugin_choice()
+            wanted = [
+                cand
+                for cand in scan_entry_points(self.log, groups=(group,))
+                if (name is None or cand.key == name)
+                and cand.key not in self._records
+                and not self.pm.is_blocked(cand.key)
+            ]
+
+            def load_one(cand: Candidate) -> None:
+                nonlocal count
+                self.load_candidate(cand, disabled)
+                record = self._records[cand.key]
+                if record.enabled:
+                    count += 1
+                    dist = getattr(cand.entry_point, "dist", None)
+                    if dist is not None and record.obj is not None:
+                        self.pm.note_distribution(record.obj, dist)
+
+            with self._hooks.batch():
+                self.each_bounded(wanted, load_one)
+            if self.loaded:
+                for cand_name in [r.name for r in self._records.values() if r.enabled]:
+                    self.added(cand_name)
+            return count
+
+    def namespace_module(self) -> types.ModuleType:
+        """The package module directory plugins are imported under, made on first use."""
         module = sys.modules.get(self._namespace)
         if module is None:
             module = types.ModuleType(self._namespace, "Directory plugins loaded by hermes-kernel.")
@@ -519,19 +535,23 @@ class Loader:
         return module
 
 
-def _file_dir(obj: Any) -> Path | None:
-    file = getattr(obj, "__file__", None)
-    return Path(file).parent if isinstance(file, str) else None
+def claim_namespace() -> str:
+    """A package name for a new kernel's directory plugins, unused by any other live kernel."""
+    with _namespace_lock:
+        base, n = "hermes_plugins", 1
+        name = base
+        while name in _namespaces_in_use:
+            n += 1
+            name = f"{base}_{n}"
+        _namespaces_in_use.add(name)
+        return name
 
 
-def _source_dir(target: Any) -> Path | None:
-    """The folder of the file that defines ``target`` (a module, function or class), if it has one."""
-    if not (inspect.ismodule(target) or inspect.isfunction(target) or inspect.isclass(target)):
-        return None
-    try:
-        return Path(inspect.getfile(target)).parent
-    except (TypeError, OSError):
-        return None
+def release_namespace(name: str) -> None:
+    """Give ``name`` (from :func:`claim_namespace`) back, with its package module."""
+    with _namespace_lock:
+        _namespaces_in_use.discard(name)
+    sys.modules.pop(name, None)
 
 
 def _call_register(register: Any, ctx: PluginContext, run_sync: Any) -> None:
