@@ -1,8 +1,9 @@
 """The public host API: what a service (and the Hermes shims) may use of the kernel it is attached to.
 
-A service reaches the core only through :class:`ServiceHost` (``k.host``) and
-the four functions on a plugin's context below; it keeps its own state in its
-own objects, never as attributes of the kernel.  Anything else of the core is
+A service reaches the core only through :class:`ServiceHost` (``k.host``), the
+four functions on a plugin's context below, and :func:`contained` for running
+plugin code it must survive; it keeps its own state in its own objects, never as
+attributes of the kernel.  Anything else of the core is
 private to it, and ``tests/test_architecture.py`` fails on a reach into it.
 """
 
