@@ -29,6 +29,19 @@ if TYPE_CHECKING:  # imported by the fixture: the redis package is for the tests
 
 REPO = Path(__file__).resolve().parent.parent
 
+#: The folders of tests that mirror the packages (tests/core, tests/gateways, ...).  They have no
+#: __init__.py, so none is importable by its name (a tests/tools package would shadow the Hermes shim
+#: ``tools``); they go at the end of sys.path so that a test module another one uses (``from test_gateway
+#: import ChatServer``) is found by its basename from any folder, whatever pytest collected first.
+TEST_FOLDERS = sorted(
+    folder
+    for folder in Path(__file__).resolve().parent.iterdir()
+    if folder.is_dir() and not (folder / "__init__.py").exists() and any(folder.glob("test_*.py"))
+)
+for _folder in TEST_FOLDERS:
+    if str(_folder) not in sys.path:
+        sys.path.append(str(_folder))
+
 #: The Debian packages the tests run (espeak-ng, ngircd, redis-server), unpacked here by ``make test-deps``
 #: (``apt-get download`` + ``dpkg -x``: nothing installed outside the project's folder).
 DEBS = REPO / ".venv" / "debs"
@@ -58,7 +71,7 @@ _ENV_TO_CLEAR = (
 )
 
 
-#: The hooks a framework adapter fires around one run with a tool call, in order (tests/test_integration_*).
+#: The hooks a framework adapter fires around one run with a tool call, in order (tests/integrations/).
 TURN_HOOKS = (
     "on_session_start",
     "pre_llm_call",

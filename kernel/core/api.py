@@ -4,7 +4,7 @@ A service reaches the core only through :class:`ServiceHost` (``k.host``), the
 four functions on a plugin's context below, and :func:`contained` for running
 plugin code it must survive; it keeps its own state in its own objects, never as
 attributes of the kernel.  Anything else of the core is
-private to it, and ``tests/test_architecture.py`` fails on a reach into it.
+private to it, and ``tests/core/test_architecture.py`` fails on a reach into it.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ A platform (or a client whose request, or whose ingress, died) hands the gateway
 seen already.  While the first delivery's turn runs, the duplicate waits for it: the one reply, sent
 to the chat with that message id, answers both.  Once answered, the duplicate gets the first reply
 sent again.  Either way no second turn runs and the conversation holds one exchange.  The platform is
-the line chat of tests/test_gateway.py (a real TCP server) or the bundled HTTP platform (real
+the line chat of tests/gateways/test_gateway.py (a real TCP server) or the bundled HTTP platform (real
 ``gateway run`` subprocesses); Redis is a real redis-server; a plugin appends one line per turn.
 """
 

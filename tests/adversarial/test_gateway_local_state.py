@@ -2,7 +2,7 @@
 
 * A ``gateway/sessions.db`` that is not a usable database (garbage bytes, a truncated file, a directory
   in its place; one that turns bad while the gateway runs) is moved aside, kept, and a fresh store
-  answers the chats: a real gateway with the line chat platform of tests/test_gateway.py and the
+  answers the chats: a real gateway with the line chat platform of tests/gateways/test_gateway.py and the
   bundled ``scripted`` model answers a person over a real socket.
 * ``hermes-kernel gateway status`` (a real subprocess) prints every member record it can read and marks
   the others, with hostile records written straight into a real redis-server.

@@ -4,7 +4,7 @@ Faults a crashing host and a misbehaving platform really produce: an ingress kil
 its spool with Redis still down, a reply bigger than the ingress reads back, message ids that join
 alike (a platform delivering one message twice: test_gateway_duplicates.py).  Redis is a real
 redis-server on 127.0.0.1; the process faults (SIGKILL) hit real
-``hermes-kernel gateway run`` subprocesses; the platform is the line chat of tests/test_gateway.py (a
+``hermes-kernel gateway run`` subprocesses; the platform is the line chat of tests/gateways/test_gateway.py (a
 real TCP server the test runs); the model is the bundled ``scripted`` one, and a plugin appends one line
 per turn the model runs, so that turns are counted, not guessed.
 """

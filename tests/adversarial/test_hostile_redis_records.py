@@ -1,8 +1,8 @@
 """Hostile records in the gateway's Redis: what is read back is untrusted, and a chat's records are its own.
 
 A real redis-server (the ``redis_server`` fixture); the broker through its own API, or real
-``hermes-kernel gateway run`` processes (tests/test_gateway_scale.py's ``Deployment``) and an in-process
-worker.  Every case is something another program sharing the Redis, a hand-edited key or a hostile
+``hermes-kernel gateway run`` processes (tests/gateways/test_gateway_scale.py's ``Deployment``) and an
+in-process worker.  Every case is something another program sharing the Redis, a hand-edited key or a hostile
 payload can produce: a key of the wrong type under the prefix, a message naming another chat, chat
 and message ids made to collide, messages removed behind the gateway's back, a Redis user refused a
 command.
@@ -52,7 +52,7 @@ def run(coro: Any) -> Any:
 
 @pytest.fixture
 def deployment(tmp_path: Path, redis_server: RedisServer) -> Iterator[Deployment]:
-    """Real gateway processes (tests/test_gateway_scale.py), all stopped at the end."""
+    """Real gateway processes (tests/gateways/test_gateway_scale.py), all stopped at the end."""
     made = Deployment(tmp_path, redis_server, delay=0.01)
     yield made
     made.stop_all()

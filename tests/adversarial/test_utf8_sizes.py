@@ -5,7 +5,7 @@ ASCII-escaped JSON, a Chinese character counts 6 bytes instead of 3, so a 0.72 M
 refused as "over 1 MiB".  Each case: a CJK text under the bound passes (queued, read back, answered),
 one over it is refused, and a lone surrogate (which a chat platform can hand over) neither crashes
 nor escapes the bound.  A real redis-server (the ``redis_server`` fixture) and the real line-chat
-platform of tests/test_gateway.py for the ingress; the records themselves are read back as a broker
+platform of tests/gateways/test_gateway.py for the ingress; the records themselves are read back as a broker
 would hand them (text and bytes).
 """
 

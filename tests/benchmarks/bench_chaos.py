@@ -1,6 +1,6 @@
 """The chaos test's traffic with and without its faults (``make bench-gateway``): what the faults cost.
 
-The same cluster as ``tests/test_gateway_chaos.py`` (one ingress and three workers, each a real
+The same cluster as ``tests/gateways/test_gateway_chaos.py`` (one ingress and three workers, each a real
 ``gateway run --role ...`` process, the HTTP platform, a real redis-server with every write synced,
 the same turn time, 50 chats x 10 messages posted by httpx, each chat's in order), run twice on
 fresh homes and a fresh Redis: calm, then with the test's seeded faults (a worker SIGKILLed and

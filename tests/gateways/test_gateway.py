@@ -170,7 +170,7 @@ def run(coro: Awaitable[Any]) -> Any:
 # ---------------------------------------------------------------------------
 
 PLATFORM_PLUGIN = r'''
-"""A line-chat platform: one TCP connection to the test's chat server (see tests/test_gateway.py)."""
+"""A line-chat platform: one TCP connection to the test's chat server (see tests/gateways/test_gateway.py)."""
 
 import asyncio
 import json

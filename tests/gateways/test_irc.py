@@ -38,7 +38,7 @@ from kernel import Kernel
 from kernel.gateway import PlatformConfig, SendResult
 from kernel.testing import write_script
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "irc"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "irc"
 PASSWORD = "letmein"
 CHANNEL = "#hermes"
 DEADLINE = 20.0  # seconds to wait for something that should happen (a hang guard, not a measure)

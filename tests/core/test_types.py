@@ -14,7 +14,7 @@ import sys
 import tomllib
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 LINT_SITE = REPO / ".venv" / "lint-site"
 CACHE = REPO / ".venv" / "mypy-cache"
 MYPY = (

@@ -369,7 +369,8 @@ def test_the_stamp_records_the_packages_it_was_made_from() -> None:
 
 def readme_lines_after_the_commands() -> list[str]:
     lines = README.read_text(encoding="utf-8").splitlines()
-    end = lines.index("```", 3)  # the fence that closes the two commands (tests/test_docs.py checks them)
+    # The fence that closes the two commands (tests/docs/test_docs.py checks them).
+    end = lines.index("```", 3)
     return [line for line in lines[end + 1 : end + 4] if line.strip()]
 
 

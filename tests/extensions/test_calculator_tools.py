@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-PLUGIN_DIR = Path(__file__).resolve().parent.parent / "extensions" / "calculator"
+PLUGIN_DIR = Path(__file__).resolve().parents[2] / "extensions" / "calculator"
 PACKAGE_NAME = "calc_plugin_under_test"
 
 

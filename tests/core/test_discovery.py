@@ -833,7 +833,7 @@ def test_tool_collision_first_alphabetically_keeps_it(
     bundled: Path, user_root: Path, home: Path, make_kernel: Callable[..., Kernel], marks: Path
 ) -> None:
     # Between two plugins of the user's, the first alphabetically keeps the name (a bundled plugin's
-    # tool gives way to a user's instead: tests/test_bundled_tools_yield.py).
+    # tool gives way to a user's instead: tests/extensions/test_bundled_tools_yield.py).
     make_plugin(user_root, "beta-tools", marks, tools=("same_tool", "beta_only_tool"))
     make_plugin(user_root, "alpha-tools", marks, tools=("same_tool",))
     k = make_kernel()

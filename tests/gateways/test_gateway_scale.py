@@ -3,7 +3,7 @@
 Every process is a real ``hermes-kernel gateway run --role ...`` subprocess with a home of its own (as
 on separate machines); Redis is a real redis-server on 127.0.0.1 and a random port (the module's
 ``redis_server`` fixture, unpacked into .venv/debs by ``make test-deps``), each test under a prefix of
-its own.  The platform is the line chat of tests/test_gateway.py: a real TCP chat server the test
+its own.  The platform is the line chat of tests/gateways/test_gateway.py: a real TCP chat server the test
 runs, and a person's client.  The model is the bundled ``scripted`` one with a ``delay_s`` per turn;
 the ``echo`` plugin makes every reply say which message it answers, which turn of its conversation
 that is, and which process ran it.

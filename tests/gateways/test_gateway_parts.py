@@ -8,7 +8,7 @@ from pathlib import Path
 
 from kernel import Kernel
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 GATEWAY = REPO / "kernel" / "gateway"
 
 

@@ -40,12 +40,12 @@ EXTRA_PLUGINS = {
 #: A representative part of the suite: listings, hook order, discovery, the CLI, the docs' examples.
 #: Chosen to run in well under a minute.
 HERMETIC_SUBSET = (
-    "tests/test_plugins_state.py",
-    "tests/test_hooks.py",
-    "tests/test_discovery.py",
-    "tests/test_cli.py",
-    "tests/test_docs.py::test_an_isolated_example_sees_no_bundled_plugin",
-    "tests/test_docs.py::test_examples_run_with_the_bundled_plugins_present",
+    "tests/core/test_plugins_state.py",
+    "tests/core/test_hooks.py",
+    "tests/core/test_discovery.py",
+    "tests/cli/test_cli.py",
+    "tests/docs/test_docs.py::test_an_isolated_example_sees_no_bundled_plugin",
+    "tests/docs/test_docs.py::test_examples_run_with_the_bundled_plugins_present",
 )
 
 
@@ -146,10 +146,10 @@ class Quiet:
 
 #: The tests that stop a child of theirs with Ctrl-C (SIGINT): through a pipe, a pty and a session.
 CTRL_C_TESTS = (
-    "tests/test_cli_chat.py::test_chat_through_pipes_sigint_interrupts_the_turn_and_on_session_end_fires",
-    "tests/test_cli_chat.py::test_chat_in_a_terminal_ctrl_c_at_the_prompt_leaves",
+    "tests/cli/test_cli_chat.py::test_chat_through_pipes_sigint_interrupts_the_turn_and_on_session_end_fires",
+    "tests/cli/test_cli_chat.py::test_chat_in_a_terminal_ctrl_c_at_the_prompt_leaves",
     "tests/adversarial/test_hanging_plugins.py::test_ctrl_c_while_a_plugin_hangs_in_register_ends_the_command",
-    "tests/test_cli_ux.py::test_logs_follow_exits_130_on_sigint",
+    "tests/cli/test_cli_ux.py::test_logs_follow_exits_130_on_sigint",
 )
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from conftest import run_probe
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 KERNEL = REPO / "kernel"
 LINT_SITE = REPO / ".venv" / "lint-site"
 LINT = "import sys; from importlinter.cli import lint_imports; sys.exit(lint_imports())"

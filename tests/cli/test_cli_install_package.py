@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import run_probe
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "kernel" / "cli" / "install"
 
 # What ``kernel.cli.install`` exported when it was one module; the package keeps every name.

@@ -21,7 +21,7 @@ from kernel import Kernel
 from kernel.agent import AgentSession
 from kernel.testing import scripted_config, write_script
 
-EXTENSIONS = Path(__file__).resolve().parents[1] / "extensions"
+EXTENSIONS = Path(__file__).resolve().parents[2] / "extensions"
 
 SLOW = """
 import asyncio

@@ -584,7 +584,8 @@ BAD_CONFIGS = [
         "config.yaml: 'tts.providers.x.voice'",
     ),
     (
-        # (Not a Hermes built-in name such as 'edge': those are warnings, tests/test_speech_hermes_names.py.)
+        # (Not a Hermes built-in name such as 'edge': those are warnings,
+        # tests/surfaces/test_speech_hermes_names.py.)
         {"tts": {"provider": "espeak"}},
         "config.yaml: 'tts.provider' is 'espeak', but there is no 'tts.providers.espeak'",
     ),
