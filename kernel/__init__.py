@@ -19,7 +19,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from .core import services as _services
-from .core.kernel import Kernel, PluginError, PluginInfo, merge_context
+from .core.kernel import PluginError, PluginInfo, merge_context
 from .defaults import BUILTIN_SERVICES
 from .hookspecs import __version__, hookimpl, hookspec
 
@@ -30,9 +30,9 @@ _LAZY = {
     "ApprovalRequest": "kernel.tools.decisions",
     "terminal_approver": "kernel.tools.decisions",
     "Callback": "kernel.core.hooks",
-    "EnvVar": "kernel.core.loader.manifest",
-    "Manifest": "kernel.core.loader.manifest",
-    "ManifestError": "kernel.core.loader.manifest",
+    "EnvVar": "kernel.core.sources.manifest",
+    "Manifest": "kernel.core.sources.manifest",
+    "ManifestError": "kernel.core.sources.manifest",
     "KernelPluginManager": "kernel.core.plugin_manager",
     "PluginHandle": "kernel.core.plugin_manager",
     "PluginContext": "kernel.core.context",
@@ -55,21 +55,77 @@ _LAZY = {
 }
 
 if TYPE_CHECKING:
-    from .core.context import PluginContext
+    from collections.abc import Callable
+
+    from .commands import CliCommand, CommandRegistry
+    from .commands import Context as _CommandsContext
+    from .core.context import PluginContext as _CoreContext
     from .core.hooks import Callback
-    from .core.loader.manifest import EnvVar, Manifest, ManifestError
+    from .core.kernel import Kernel as _CoreKernel
     from .core.plugin_manager import KernelPluginManager, PluginHandle
+    from .core.sources.manifest import EnvVar, Manifest, ManifestError
+    from .events import EventBus
     from .gateway.base import BasePlatformAdapter
+    from .gateway.registry import PlatformRegistry
+    from .gateway.runner import Gateway
+    from .gateway.service import Context as _PlatformsContext
+    from .llm import Context as _LlmContext
+    from .messages import Context as _MessagesContext
+    from .messages import Inbox
     from .providers.context_engine import ContextEngine
     from .providers.image_gen import ImageGenProvider
+    from .providers.manager import ProviderManager
     from .providers.memory import MemoryProvider
-    from .providers.slots import Provider, SlotError
+    from .providers.service import Context as _ProvidersContext
+    from .providers.slots import Provider, SlotError, SlotRegistry
     from .providers.video_gen import VideoGenProvider
     from .providers.web_search import WebSearchProvider
     from .registrations import BrowserProvider, DashboardAuthProvider, SecretSource
+    from .registrations.registry import Registrations
+    from .registrations.service import Context as _RegistrationsContext
+    from .skills import Context as _SkillsContext
+    from .skills import SkillRegistry
+    from .surfaces.speech import Speech
     from .surfaces.speech.providers import TranscriptionProvider, TTSProvider
     from .tools import Tool, ToolRegistrationError
     from .tools.decisions import ApprovalRequest, terminal_approver
+    from .tools.middleware import MiddlewareRegistry
+    from .tools.registry import ToolRegistry
+    from .tools.service import Context as _ToolsContext
+
+    # What a type checker sees: the kernel and the context with the members of the built-in services
+    # (kernel.defaults).  At run time they are the core's classes, whose service members are attached
+    # on first use, per kernel; these declarations add nothing else.
+
+    class Kernel(_CoreKernel):
+        tools: ToolRegistry
+        middleware: MiddlewareRegistry
+        commands: CommandRegistry
+        cli_commands: dict[str, CliCommand]
+        skills: SkillRegistry
+        providers: ProviderManager
+        slots: SlotRegistry
+        events: EventBus
+        inbox: Inbox
+        inject_message: Callable[..., bool]
+        platforms: PlatformRegistry
+        gateway: Gateway
+        speech: Speech
+        registrations: Registrations
+
+    class PluginContext(
+        _ToolsContext,
+        _CommandsContext,
+        _SkillsContext,
+        _ProvidersContext,
+        _MessagesContext,
+        _LlmContext,
+        _PlatformsContext,
+        _RegistrationsContext,
+        _CoreContext,
+    ): ...
+else:
+    from .core.kernel import Kernel
 
 
 def __getattr__(name: str) -> Any:

@@ -10,8 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .core.api import Contained, contained
-from .core.context import ServiceContext, _live
+from .core.api import Contained, contained, kernel_of, on_rollback, record_of
+from .core.context import ServiceContext, live
 from .core.services import serviceimpl
 
 if TYPE_CHECKING:
@@ -304,7 +304,7 @@ def _event(command: Command, args: str, context: dict[str, Any]) -> dict[str, An
 class Context(ServiceContext):
     """The ``ctx.register_command`` / ``ctx.register_cli_command`` members of this service."""
 
-    @_live
+    @live
     def register_command(
         self,
         name: str,
@@ -319,7 +319,7 @@ class Context(ServiceContext):
         A name taken by a built-in or by another plugin is refused with a
         warning recorded on this plugin; the rest of the plugin still loads.
         """
-        kernel, record = self._kernel, self._record
+        kernel, record = kernel_of(self), record_of(self)
         description = description or str(extra.pop("help", "") or "")
         if extra:
             record.warnings.append(
@@ -334,10 +334,10 @@ class Context(ServiceContext):
             kernel.log.warning("command_refused", plugin=record.name, command=name, reason=str(exc))
             return
         record.commands.append(command.name)
-        self._undo.append(lambda: kernel.commands.unregister(command.name))
-        self._undo.append(lambda: record.commands.remove(command.name))
+        on_rollback(self, lambda: kernel.commands.unregister(command.name))
+        on_rollback(self, lambda: record.commands.remove(command.name))
 
-    @_live
+    @live
     def register_cli_command(
         self,
         name: str,
@@ -351,7 +351,7 @@ class Context(ServiceContext):
         A name of the command line's own, or one another plugin took, is
         refused with a warning recorded on this plugin.
         """
-        kernel, record = self._kernel, self._record
+        kernel, record = kernel_of(self), record_of(self)
         if not callable(setup_fn) or (handler_fn is not None and not callable(handler_fn)):
             raise TypeError(f"register_cli_command({name!r}): setup_fn and handler_fn must be callable")
         normalized = normalize_command_name(name)
@@ -366,14 +366,13 @@ class Context(ServiceContext):
             normalized, str(help or ""), setup_fn, handler_fn, record.name, str(description or "")
         )
         record.cli_commands.append(normalized)
-        self._undo.append(lambda: kernel.cli_commands.pop(normalized, None))
-        self._undo.append(lambda: record.cli_commands.remove(normalized))
+        on_rollback(self, lambda: kernel.cli_commands.pop(normalized, None))
+        on_rollback(self, lambda: record.cli_commands.remove(normalized))
 
 
 @serviceimpl
 def service_attach(kernel: Kernel) -> None:
-    kernel.commands = CommandRegistry(kernel)
-    kernel.cli_commands = {}
+    kernel.host.provide(commands=CommandRegistry(kernel), cli_commands={})
 
 
 @serviceimpl

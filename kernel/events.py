@@ -164,7 +164,7 @@ class EventBus:
 
 @serviceimpl
 def service_attach(kernel: Kernel) -> None:
-    kernel.events = EventBus(kernel)
+    kernel.host.provide(events=EventBus(kernel))
 
 
 @serviceimpl

@@ -13,12 +13,14 @@ import base64
 import copy
 import json
 import re
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack, cast
 
 from .base.config import section
 from .base.safe_yaml import load_json
+from .core.api import kernel_of, record_of
 from .core.context import ServiceContext
 
 if TYPE_CHECKING:
@@ -509,12 +511,17 @@ def _parse(text: str, json_schema: Mapping[str, Any] | None) -> tuple[Any, str]:
 # -- the llm service (see kernel.core.services) -------------------------------------
 
 
+#: Each plugin context's ``ctx.llm``, made on first use (kept as long as the context is).
+_plugin_llms: weakref.WeakKeyDictionary[Any, PluginLlm] = weakref.WeakKeyDictionary()
+
+
 class Context(ServiceContext):
     """The ``ctx.llm`` member of this service."""
 
     @property
     def llm(self) -> PluginLlm:
         """The user's model for this plugin's own calls (see :mod:`kernel.llm`)."""
-        if self._llm is None:
-            self._llm = PluginLlm(self._kernel, self._record.name)
-        return self._llm
+        llm = _plugin_llms.get(self)
+        if llm is None:
+            llm = _plugin_llms.setdefault(self, PluginLlm(kernel_of(self), record_of(self).name))
+        return llm

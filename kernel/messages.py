@@ -13,7 +13,8 @@ import threading
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from .core.context import ServiceContext, _live
+from .core.api import kernel_of, record_of
+from .core.context import ServiceContext, live
 from .core.services import serviceimpl
 from .tools import current_call
 
@@ -26,7 +27,7 @@ ROLES = ("user", "assistant", "system")
 class Context(ServiceContext):
     """The ``ctx.inject_message`` member of this service."""
 
-    @_live
+    @live
     def inject_message(self, content: str, role: str = "user", *, session_id: str | None = None) -> bool:
         """Queue a message for the conversation: the next model call of a session sees it.
 
@@ -35,7 +36,9 @@ class Context(ServiceContext):
         ``assistant`` or ``system``, ``content`` a non-empty string, and it is
         clear which conversation it belongs to).
         """
-        return self._kernel.inbox.put(content, role=role, plugin=self._record.name, session_id=session_id)
+        return kernel_of(self).inbox.put(
+            content, role=role, plugin=record_of(self).name, session_id=session_id
+        )
 
 
 class Inbox:
@@ -107,5 +110,5 @@ class Inbox:
 
 @serviceimpl
 def service_attach(kernel: Kernel) -> None:
-    kernel.inbox = Inbox(kernel)
-    kernel.inject_message = kernel.inbox.put
+    inbox = Inbox(kernel)
+    kernel.host.provide(inbox=inbox, inject_message=inbox.put)

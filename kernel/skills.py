@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from .core.context import ServiceContext, _live
+from .core.api import kernel_of, on_rollback, record_of
+from .core.context import ServiceContext, live
 from .core.services import serviceimpl
 
 if TYPE_CHECKING:
@@ -180,7 +181,7 @@ BUILTIN_PLUGIN = "builtin"
 class Context(ServiceContext):
     """The ``ctx.register_skill`` member of this service."""
 
-    @_live
+    @live
     def register_skill(
         self, name: str, path: str | Path, description: str = "", frontmatter: Any = None
     ) -> None:
@@ -191,13 +192,13 @@ class Context(ServiceContext):
         (noted as a warning).  A bad name raises ``ValueError``, a missing file
         ``FileNotFoundError``, a relative path leaving the plugin ``ValueError``.
         """
-        kernel, record = self._kernel, self._record
+        kernel, record = kernel_of(self), record_of(self)
         skill = kernel.skills.register(record.name, name, path, description, root=record.path)
         if record.path is not None and not skill.path.is_relative_to(record.path.resolve()):
             record.warnings.append(f"skill '{name}' is read from outside the plugin directory: {skill.path}")
         record.skills.append(skill.name)
-        self._undo.append(lambda: kernel.skills.unregister(skill.qualified_name))
-        self._undo.append(lambda: record.skills.remove(skill.name))
+        on_rollback(self, lambda: kernel.skills.unregister(skill.qualified_name))
+        on_rollback(self, lambda: record.skills.remove(skill.name))
 
 
 def add_view_tool(kernel: Kernel) -> None:
@@ -209,7 +210,7 @@ def add_view_tool(kernel: Kernel) -> None:
 
 @serviceimpl
 def service_attach(kernel: Kernel) -> None:
-    kernel.skills = SkillRegistry(kernel.home)
+    kernel.host.provide(skills=SkillRegistry(kernel.home))
 
 
 @serviceimpl(tryfirst=True)

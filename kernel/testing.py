@@ -18,8 +18,8 @@ from typing import Any
 
 import yaml
 
+from . import Kernel
 from .agent import AgentSession
-from .core.kernel import Kernel
 
 
 def write_plugin(

@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from kernel import Kernel
-from kernel.core.loader.discovery import ENTRY_POINTS_VARIABLE
+from kernel.core.sources.discovery import ENTRY_POINTS_VARIABLE
 
 if TYPE_CHECKING:  # imported by the fixture: the redis package is for the tests that use it
     from redis_server import RedisServer

@@ -10,8 +10,8 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from .. import Kernel
 from ..base.safe_yaml import DataRefused, load_json
-from ..core.kernel import Kernel
 from ..core.records import DISABLE_VARIABLE, NO_PLUGINS_VARIABLE, matches_for_run, run_choice
 from . import chat, completion, doctor, gateway, hooks, install, logs, mcp, offered, output
 from . import plugins as plugins_group

@@ -20,8 +20,8 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from .. import Kernel
 from ..base.log import redacted, shown
-from ..core.kernel import Kernel
 from . import output
 from .common import HookFailures, left_off_notice
 
@@ -548,8 +548,8 @@ def demo_config(script: Path) -> dict[str, Any]:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from ..core.kernel import Kernel
-    from ..core.loader.discovery import bundled_root
+    from .. import Kernel
+    from ..core.sources.discovery import bundled_root
 
     script = bundled_root() / DEMO_SCRIPT
     if not script.is_file():

@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from ..core.kernel import Kernel, PluginInfo
-from ..core.loader.discovery import (
+from .. import Kernel, PluginInfo
+from ..core.sources.discovery import (
     Candidate,
     merge_sources,
 )
-from ..core.loader.manifest import EnvVar, Manifest, ManifestError, find_manifest, load_manifest
+from ..core.sources.manifest import EnvVar, Manifest, ManifestError, find_manifest, load_manifest
 from . import output
 
 

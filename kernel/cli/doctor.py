@@ -20,7 +20,7 @@ from .common import (
 )
 
 if TYPE_CHECKING:
-    from ..core.kernel import Kernel, PluginInfo
+    from .. import Kernel, PluginInfo
 
 
 # Sources of the surface records (kernel/surfaces): config.yaml sections and <home>/hooks folders.
@@ -60,7 +60,7 @@ class Finding:
 
 
 def doctor_command(args: argparse.Namespace) -> int:
-    from ..core.kernel import Kernel
+    from .. import Kernel
 
     environ = dict(os.environ)
     with Kernel() as kernel:

@@ -8,7 +8,7 @@ import signal
 import sys
 from typing import Any
 
-from ..core.kernel import Kernel
+from .. import Kernel
 from . import output
 from .common import load
 

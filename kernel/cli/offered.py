@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import Kernel
 from ..base import state
-from ..core.kernel import Kernel
 
 COMMANDS_FILE = Path("cache") / "cli-commands.json"
 

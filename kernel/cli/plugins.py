@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..base.config import hermes_marker, plugin_names, read_dotenv, section
-from ..core.loader.discovery import (
+from ..core.records import BLOCKED, DISABLED_FOR_RUN, NOT_ENABLED, PluginInfo
+from ..core.sources.discovery import (
     Candidate,
 )
-from ..core.loader.manifest import EnvVar, Manifest, declared_commands
-from ..core.records import BLOCKED, DISABLED_FOR_RUN, NOT_ENABLED, PluginInfo
+from ..core.sources.manifest import EnvVar, Manifest, declared_commands
 from . import offered, output
 from .common import (
     DISABLED_BY_CONFIG,
@@ -33,7 +33,7 @@ from .common import (
 )
 
 if TYPE_CHECKING:
-    from ..core.kernel import Kernel
+    from .. import Kernel
 
 
 def add_commands(plugin_actions: Any) -> None:
@@ -342,7 +342,7 @@ class Listed:
 def plugins_list(args: argparse.Namespace) -> int:
     """``hermes-kernel plugins list``: from the config, the manifests and the last load (no plugin code
     runs), or from a load with ``--refresh``."""
-    from ..core.kernel import Kernel
+    from .. import Kernel
 
     kernel = Kernel()
     try:

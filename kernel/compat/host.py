@@ -19,9 +19,8 @@ import sys
 import threading
 from typing import TYPE_CHECKING
 
-from ..core.api import kernel_of
+from ..core.api import kernel_of, running_kernel
 from ..core.context import current_context, loading
-from ..core.running import running_kernel
 
 if TYPE_CHECKING:
     import types

@@ -9,22 +9,17 @@ private to it, and ``tests/core/test_architecture.py`` fails on a reach into it.
 
 from __future__ import annotations
 
-import types
-from collections.abc import Callable, Mapping
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, cast
 
-from ..base.config import load_config
 from .callbacks import Contained, contained
-from .hooks import NORMAL, Callback, HookEngine
-from .records import _Record
+from .hooks import NORMAL, Callback
+from .running import RUNNING
+from .service_host import PluginRecord, ServiceHost
 
 if TYPE_CHECKING:
-    from ..base.log import LazyLogger
     from .context import PluginContext
     from .kernel import Kernel
-    from .loader.discovery import Candidate
-    from .watchdog import SharedRLock
 
 __all__ = [
     "Contained",
@@ -35,118 +30,8 @@ __all__ = [
     "kernel_of",
     "on_rollback",
     "record_of",
+    "running_kernel",
 ]
-
-#: The kernel's mutable record of one plugin (or surface): its warnings, what it registered, its error.
-PluginRecord = _Record
-
-
-class ServiceHost:
-    """The kernel as a service sees it: ``k.host``.
-
-    Few methods, each a thing a service needs and a plugin does not: the hook
-    engine, the plugin records, noting a failure or a config problem, adding a
-    surface, the kernel's environment token and module namespace, deferred loading.
-    """
-
-    __slots__ = ("_kernel",)
-
-    def __init__(self, kernel: Kernel) -> None:
-        self._kernel = kernel
-
-    # -- hooks -------------------------------------------------------------------
-
-    @property
-    def engine(self) -> HookEngine:
-        """The hook engine: ``invoke`` / ``results_of`` for a wrapped outcome, ``fail``, ``execute``,
-        ``chains`` (the live callbacks of each hook, in call order), ``timeout``."""
-        return self._kernel._hooks
-
-    def run_sync(self, awaitable: Any) -> Any:
-        """Run an awaitable that a plugin's callback returned, on the kernel's loop, bounded as hooks are."""
-        return self._kernel._hooks.run_sync(awaitable)
-
-    # -- plugins -------------------------------------------------------------------
-
-    @property
-    def records(self) -> Mapping[str, PluginRecord]:
-        """The records of the plugins and surfaces, by name: a read-only view of the live mapping."""
-        return types.MappingProxyType(self._kernel._registry.records)
-
-    def note_failure(self, plugin: str, problem: str) -> None:
-        """Note a run-time failure of ``plugin`` (once) in its listing's warnings."""
-        self._kernel._registry.note_failure(plugin, problem)
-
-    def config_problem(self, problem: str) -> None:
-        """Report a problem of config.yaml: kept in ``k.problems`` and logged as a warning."""
-        self._kernel._config_problem(problem)
-
-    def add_surface(
-        self,
-        name: str,
-        kind: str,
-        setup: Callable[[PluginContext], None],
-        *,
-        source: str = "config",
-        path: Path | None = None,
-        description: str = "",
-        close: Callable[[], None] | None = None,
-    ) -> PluginRecord:
-        """Add a surface, listed and isolated like a plugin: ``setup(ctx)`` registers what it offers;
-        ``close`` runs at shutdown.  ``PluginError`` when ``name`` is taken."""
-        return self._kernel._loader.add_surface(
-            name, kind, setup, source=source, path=path, description=description, close=close
-        )
-
-    def plugin_submodule(self, plugin: str, name: str) -> types.ModuleType | None:
-        """Import ``<plugin package>.<name>`` (a memory provider's ``cli.py``), or ``None``."""
-        return self._kernel._loader.plugin_submodule(plugin, name)
-
-    def load_deferred(self) -> None:
-        """Import the deferred (model provider) plugins now."""
-        self._kernel._loader.load_deferred()
-
-    def scan_sources(self) -> list[list[Candidate]]:
-        """The plugin candidates of each source (bundled, user, project, entry points), unmerged."""
-        return self._kernel._scan_sources()
-
-    def services_asked_for(self) -> list[str]:
-        """The services config.yaml, the environment or the home ask for (not the always-on ones)."""
-        return self._kernel._services.asked_for()
-
-    # -- the kernel's own ------------------------------------------------------------
-
-    @property
-    def closed(self) -> bool:
-        """Whether the kernel has been shut down."""
-        return self._kernel._closed
-
-    @property
-    def env_token(self) -> object:
-        """The token of the kernel's environment (see :mod:`kernel.base.environ`)."""
-        return self._kernel._env_token
-
-    @property
-    def namespace(self) -> str:
-        """The package name this kernel's directory plugins are imported under (``hermes_plugins``...)."""
-        return self._kernel._namespace
-
-    def namespace_module(self) -> types.ModuleType:
-        """The package module of :attr:`namespace`, made on first use."""
-        return self._kernel._loader.namespace_module()
-
-    @property
-    def audit(self) -> LazyLogger:
-        """The audit logger (``agent.log``, at INFO)."""
-        return self._kernel._logging.audit
-
-    def reread_config(self) -> tuple[dict[str, Any], list[str]]:
-        """config.yaml read afresh, with the mapping the kernel was built with merged over it."""
-        return load_config(self._kernel.home, self._kernel._config_override)
-
-    def lend_locks(self, *locks: SharedRLock) -> None:
-        """Locks of the service that a plugin-loading thread borrows with the kernel's own."""
-        self._kernel._lendable.extend(locks)
 
 
 # -- a plugin's context, as the service that contributes ctx members sees it ---------
@@ -154,7 +39,8 @@ class ServiceHost:
 
 def kernel_of(ctx: PluginContext) -> Kernel:
     """The kernel ``ctx``'s plugin registers with."""
-    return ctx._kernel
+    # The context sees its kernel through a Protocol (it sits below the kernel); it is this one.
+    return cast("Kernel", ctx._kernel)
 
 
 def record_of(ctx: PluginContext) -> PluginRecord:
@@ -171,3 +57,9 @@ def add_hook(ctx: PluginContext, hook: str, callback: Callable[..., Any], tier: 
     """Register ``callback`` on ``hook`` for ``ctx``'s plugin at ``tier`` (``CONFIGURED`` runs first),
     without the unknown-hook check of ``ctx.register_hook``."""
     return ctx._add_hook(hook, callback, tier)
+
+
+def running_kernel() -> Kernel | None:
+    """The kernel running plugin code in this thread or task, if any (see :mod:`kernel.core.running`)."""
+    kernel: Kernel | None = RUNNING.get()
+    return kernel

@@ -17,7 +17,7 @@ import logging
 import types
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from ..base.config import profile_name
 from ..base.settings import get_setting, write_setting
@@ -25,9 +25,47 @@ from .hooks import NORMAL, Callback
 from .plugin_manager import PluginError
 
 if TYPE_CHECKING:
-    from .kernel import Kernel
-    from .loader.manifest import Manifest
+    from ..base.log import LazyLogger
+    from .hooks import HookEngine
+    from .plugin_manager import KernelPluginManager
     from .records import _Record
+    from .sources.manifest import Manifest
+
+
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+class _MemberServices(Protocol):
+    def for_member(self, name: str) -> _Named | None: ...
+    def attach(self, name: str) -> object: ...
+
+
+class ContextKernel(Protocol):
+    """What a plugin's context uses of its kernel (the kernel has it; the context does not import it)."""
+
+    @property
+    def home(self) -> Path: ...
+    @property
+    def config(self) -> dict[str, Any]: ...
+    @property
+    def pm(self) -> KernelPluginManager: ...
+    @property
+    def log(self) -> LazyLogger: ...
+    @property
+    def hook_names(self) -> list[str]: ...
+    @property
+    def _closed(self) -> bool: ...
+    @property
+    def _records(self) -> dict[str, _Record]: ...
+    @property
+    def _hooks(self) -> HookEngine: ...
+    @property
+    def _namespace(self) -> str: ...
+    @property
+    def _services(self) -> _MemberServices: ...
+
 
 _loading: contextvars.ContextVar[PluginContext | None] = contextvars.ContextVar(
     "hermes_kernel_loading", default=None
@@ -87,11 +125,10 @@ class PluginContext:
     ``register(ctx)`` that fails half-way is rolled back completely.
     """
 
-    def __init__(self, kernel: Kernel, record: _Record) -> None:
+    def __init__(self, kernel: ContextKernel, record: _Record) -> None:
         self._kernel = kernel
         self._record = record
         self._undo: list[Callable[[], object]] = []
-        self._llm: Any = None
 
     def __getattr__(self, name: str) -> Any:
         # Only for members not on the class yet: one a service contributes attaches that service.

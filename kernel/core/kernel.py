@@ -8,7 +8,7 @@ import os
 import weakref
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Self
 
 from .. import hookspecs
 from ..base import environ, state
@@ -17,17 +17,9 @@ from ..base.environ import KernelEnviron
 from ..base.log import KernelLogging
 from ..hookspecs import __version__
 from . import watchdog
-from .api import ServiceHost
 from .callbacks import OBSERVER_KEY, OBSERVER_SCHEMA_VERSION, contained
 from .hooks import Callback, HookEngine, Request, context_text, describe, plain_text, plugin_order
-from .loader.discovery import (
-    Candidate,
-    bundled_root,
-    merge_sources,
-    scan_entry_points,
-    scan_root,
-)
-from .loader.importer import Loader, _gc_paused, claim_namespace, release_namespace
+from .loader import Loader, _gc_paused, claim_namespace, release_namespace
 from .plugin_manager import KernelPluginManager, PluginError
 from .records import (
     BLOCKED,
@@ -41,21 +33,15 @@ from .records import (
 )
 from .registry import PluginRegistry
 from .running import RUNNING
+from .service_host import ServiceHost
 from .services import Service, ServiceManager
-
-if TYPE_CHECKING:
-    from ..commands import CliCommand, CommandRegistry
-    from ..events import EventBus
-    from ..gateway.registry import PlatformRegistry
-    from ..gateway.runner import Gateway
-    from ..messages import Inbox
-    from ..providers.manager import ProviderManager
-    from ..providers.slots import SlotRegistry
-    from ..registrations.registry import Registrations
-    from ..skills import SkillRegistry
-    from ..surfaces.speech import Speech
-    from ..tools.middleware import MiddlewareRegistry
-    from ..tools.registry import ToolRegistry
+from .sources.discovery import (
+    Candidate,
+    bundled_root,
+    merge_sources,
+    scan_entry_points,
+    scan_root,
+)
 
 #: Where the entry points of the installed distributions are remembered (see discovery.scan_entry_points).
 ENTRY_POINTS_CACHE = Path("cache") / "entry-points.json"
@@ -77,24 +63,6 @@ class Kernel:
     time: the services (``k.tools``, ``k.providers``, ``k.gateway``, ...) are
     attached when first used (see :mod:`kernel.core.services`).
     """
-
-    if TYPE_CHECKING:
-        # The attributes the built-in services set when attached (kernel.defaults), declared for type
-        # checkers only: at run time reading one attaches its service (__getattr__).
-        tools: ToolRegistry
-        middleware: MiddlewareRegistry
-        commands: CommandRegistry
-        cli_commands: dict[str, CliCommand]
-        skills: SkillRegistry
-        providers: ProviderManager
-        slots: SlotRegistry
-        events: EventBus
-        inbox: Inbox
-        inject_message: Callable[..., bool]  # the inbox's put
-        platforms: PlatformRegistry
-        gateway: Gateway
-        speech: Speech
-        registrations: Registrations
 
     def __init__(
         self,
@@ -150,7 +118,7 @@ class Kernel:
         #: Parsed manifests of earlier runs, by file identity (see kernel.base.state.ManifestCache).
         self._manifests = state.ManifestCache(self.home)
         #: What a service may use of this kernel (see :mod:`kernel.core.api`).
-        self.host = ServiceHost(self)
+        self.host: ServiceHost = ServiceHost(self)
         self._services = ServiceManager(self, services)
         self._loader = Loader(
             self,
@@ -384,7 +352,7 @@ class Kernel:
             self._logging.close()
             release_namespace(self._namespace)
 
-    def __enter__(self) -> Kernel:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

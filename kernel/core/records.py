@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 from .hooks import Callback
 
 if TYPE_CHECKING:
-    from .loader.discovery import Candidate
-    from .loader.manifest import Manifest
+    from .sources.discovery import Candidate
+    from .sources.manifest import Manifest
 
 #: The order in which sources are loaded where it matters (deferred model providers: bundled first).
 SOURCE_RANK = {"bundled": 0, "user": 1, "project": 2, "entrypoint": 3, "runtime": 4, "pluggy": 4}

@@ -12,21 +12,13 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .kernel import Kernel
+from typing import Any
 
 RUNNING: ContextVar[Any] = ContextVar("hermes_kernel_running", default=None)
 
 
-def running_kernel() -> Kernel | None:
-    """The kernel running plugin code in this context, if any."""
-    return RUNNING.get()
-
-
 @contextlib.contextmanager
-def running(kernel: Kernel) -> Iterator[None]:
+def running(kernel: object) -> Iterator[None]:
     """Mark ``kernel`` as the one running plugin code, for the block (and what copies its context)."""
     token = RUNNING.set(kernel)
     try:

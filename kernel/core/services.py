@@ -17,14 +17,30 @@ import importlib
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pluggy
 
+from .context import PluginContext
+
 if TYPE_CHECKING:
-    from .kernel import Kernel
+    from ..base.environ import KernelEnviron
     from .records import _Record
+
+
+class Kernel(Protocol):
+    """The kernel as this module sees it (it sits below the kernel): what a service's declaration
+    reads.  The service hooks are given the whole kernel, :class:`kernel.Kernel`."""
+
+    @property
+    def home(self) -> Path: ...
+    @property
+    def config(self) -> dict[str, Any]: ...
+    @property
+    def environ(self) -> KernelEnviron: ...
+
 
 SERVICE_PROJECT = "hermes_kernel_service"
 servicespec = pluggy.HookspecMarker(SERVICE_PROJECT)
@@ -112,11 +128,6 @@ def use_builtins(services: Iterable[Service]) -> None:
     _builtins[:] = list(services)
 
 
-# Members already contributed to PluginContext, by name: the class is shared by all kernels.
-_installed: dict[str, str] = {}
-_install_lock = threading.Lock()
-
-
 class ServiceManager:
     """A kernel's services: the declared ones, and the attached ones on a pluggy manager."""
 
@@ -129,6 +140,11 @@ class ServiceManager:
         self._lock = threading.RLock()
         self._by_attribute = {a: s for s in self.declared.values() for a in s.attributes}
         self._by_member = {m: s for s in self.declared.values() for m in s.context}
+        #: This kernel's own ``PluginContext`` class: the members of its attached services are put on
+        #: it, so that two kernels with different services give their plugins different contexts.
+        self.context_class: type[PluginContext] = type(
+            "PluginContext", (PluginContext,), {"__module__": PluginContext.__module__}
+        )
         self.pm = pluggy.PluginManager(SERVICE_PROJECT)
         self.pm.add_hookspecs(ServiceHooks)
         self.hook = self.pm.hook
@@ -144,7 +160,7 @@ class ServiceManager:
             module = self.attached.get(name)
             if module is None:
                 module = importlib.import_module(service.module)
-                _install_members(service, module)
+                _install_members(service, module, self.context_class)
                 self.attached[name] = module
                 try:
                     self.pm.register(module, name)  # runs its service_attach (a historic hook)
@@ -191,22 +207,16 @@ class ServiceManager:
         return sorted({p for s in self.declared.values() for p in s.paths})
 
 
-def _install_members(service: Service, module: ModuleType) -> None:
-    """Put the service's ``Context`` members on ``PluginContext`` (process-wide, once)."""
+def _install_members(service: Service, module: ModuleType, target: type[PluginContext]) -> None:
+    """Put the service's ``Context`` members on ``target``, one kernel's context class."""
     if not service.context:
         return
-    from .context import PluginContext
-
     members = getattr(module, "Context", None)
-    with _install_lock:
-        for name in service.context:
-            if _installed.get(name) == service.module:
-                continue
-            value = vars(members).get(name) if members is not None else None
-            if value is None:
-                raise RuntimeError(
-                    f"service '{service.name}' declares the context member '{name}', "
-                    f"but {service.module}.Context has none"
-                )
-            setattr(PluginContext, name, value)
-            _installed[name] = service.module
+    for name in service.context:
+        value = vars(members).get(name) if members is not None else None
+        if value is None:
+            raise RuntimeError(
+                f"service '{service.name}' declares the context member '{name}', "
+                f"but {service.module}.Context has none"
+            )
+        setattr(target, name, value)

@@ -3,12 +3,23 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .sessions import SessionState, SessionStore, SessionStoreError, _warn_unreadable
 
 if TYPE_CHECKING:
-    from .redis_broker import RedisBroker
+    from .broker import BrokerSettings
+    from .redis_link import RedisLink
+
+
+class RedisBroker(Protocol):
+    """What the store uses of :class:`~kernel.gateway.redis_broker.RedisBroker`, which makes it."""
+
+    @property
+    def settings(self) -> BrokerSettings: ...
+    @property
+    def link(self) -> RedisLink: ...
+    def k_session(self, key: str) -> str: ...
 
 
 class RedisSessionStore(SessionStore):

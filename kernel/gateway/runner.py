@@ -449,4 +449,4 @@ def _read_dispatch_answer(value: Any) -> tuple[str, Any] | None:
 
 @serviceimpl
 def service_attach(kernel: Kernel) -> None:
-    kernel.gateway = Gateway(kernel)
+    kernel.host.provide(gateway=Gateway(kernel))

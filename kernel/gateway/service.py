@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from ..core.context import ServiceContext, _live
+from ..core.api import kernel_of, on_rollback, record_of
+from ..core.context import ServiceContext, live
 from ..core.services import serviceimpl
 from .registry import PlatformRegistry
 
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
 class Context(ServiceContext):
     """The ``ctx.register_platform`` member of the platforms service."""
 
-    @_live
+    @live
     def register_platform(
         self,
         name: str,
@@ -49,7 +50,7 @@ class Context(ServiceContext):
             raise ValueError(f"register_platform: the name must be a non-empty string, not {name!r}")
         if not callable(adapter_factory):
             raise TypeError(f"register_platform({name!r}): adapter_factory must be callable")
-        kernel, record = self._kernel, self._record
+        kernel, record = kernel_of(self), record_of(self)
         spec = PlatformSpec(
             name=name.strip().lower(),
             label=str(label or name),
@@ -65,13 +66,13 @@ class Context(ServiceContext):
         )
         kernel.platforms.add(spec)
         record.platforms.append(spec.name)
-        self._undo.append(lambda: kernel.platforms.remove(spec.name))
-        self._undo.append(lambda: record.platforms.remove(spec.name))
+        on_rollback(self, lambda: kernel.platforms.remove(spec.name))
+        on_rollback(self, lambda: record.platforms.remove(spec.name))
 
 
 @serviceimpl
 def service_attach(kernel: Kernel) -> None:
-    kernel.platforms = PlatformRegistry()
+    kernel.host.provide(platforms=PlatformRegistry())
 
 
 @serviceimpl

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ..host import HostSession, HostSessionError, HostTurn
 
 if TYPE_CHECKING:
-    from ..core.kernel import Kernel
+    from .. import Kernel
 
 __all__ = ["HostSession", "HostSessionError", "HostTurn", "host_model"]
 

@@ -53,7 +53,7 @@ from . import host_model
 if TYPE_CHECKING:
     from langgraph.prebuilt.tool_node import ToolCallRequest
 
-    from ..core.kernel import Kernel
+    from .. import Kernel
 
 __all__ = ["HermesGraphSession", "HermesTool"]
 

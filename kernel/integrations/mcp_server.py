@@ -49,7 +49,7 @@ from ..host import HostSession
 from ..tools import is_error_result
 
 if TYPE_CHECKING:
-    from ..core.kernel import Kernel
+    from .. import Kernel
 
 __all__ = ["aserve", "aserve_stdio", "reserved_stdio", "serve_stdio"]
 

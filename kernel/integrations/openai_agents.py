@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from agents.run_config import ToolErrorFormatterArgs
     from agents.tool_context import ToolContext
 
-    from ..core.kernel import Kernel
+    from .. import Kernel
 
 __all__ = ["HermesAgentsSession"]
 

@@ -60,7 +60,7 @@ if TYPE_CHECKING:
     from pydantic_ai.models import ModelRequestContext
     from pydantic_ai.run import AgentRunResult
 
-    from ..core.kernel import Kernel
+    from .. import Kernel
 
 __all__ = ["HermesCapability", "HermesToolset", "hermes_toolset"]
 

@@ -155,9 +155,10 @@ def _slot_register(kernel: Kernel, slot: str, plugin: str) -> Any:
 
 @serviceimpl
 def service_attach(kernel: Kernel) -> None:
-    kernel.slots = SlotRegistry()
-    kernel.providers = ProviderManager(kernel)
-    kernel.host.lend_locks(kernel.providers._lock, kernel.providers.catalog._lock)
+    kernel.host.provide(slots=SlotRegistry())
+    providers = ProviderManager(kernel)
+    kernel.host.provide(providers=providers)
+    kernel.host.lend_locks(providers._lock, providers.catalog._lock)
 
 
 @serviceimpl

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..core.api import kernel_of, on_rollback, record_of
 from ..core.context import live
 from .checks import _name, _shown, _text
 from .kinds import AUXILIARY_TASKS, Registration
@@ -83,7 +84,7 @@ def register_auxiliary_task(
     plugin's own.  ``defaults`` go over the routing fields (``provider: auto``, ``model``,
     ``base_url``, ``api_key``, ``timeout: 60``, ``extra_body``).
     """
-    kernel, record = self._kernel, self._record
+    kernel, record = kernel_of(self), record_of(self)
     what = f"plugin '{record.name}': auxiliary task"
     key = _name(key, f"{what} key")
     if not _AUX_KEY.fullmatch(key):
@@ -120,5 +121,5 @@ def register_auxiliary_task(
             task,
             {"display_name": display_name, "description": description},
         )
-        self._undo.append(registrations._add(record, entry))
+        on_rollback(self, registrations._add(record, entry))
     kernel.log.debug("auxiliary_task_registered", plugin=record.name, key=key)

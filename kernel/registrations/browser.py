@@ -5,6 +5,7 @@ from __future__ import annotations
 import abc
 from typing import TYPE_CHECKING, Any
 
+from ..core.api import kernel_of, on_rollback, record_of
 from ..core.context import live
 from .checks import _attr, _missing_methods, _name, _refuse, _text
 from .kinds import BROWSER_PROVIDERS, Registration
@@ -66,7 +67,7 @@ def register_browser_provider(self: PluginContext, provider: Any) -> None:
     ``BrowserProvider``; a ``name`` that is not a non-empty string raises ``ValueError``.  A name
     registered before is replaced (noted on both plugins), and comes back when this plugin goes.
     """
-    kernel, record = self._kernel, self._record
+    kernel, record = kernel_of(self), record_of(self)
     what = f"plugin '{record.name}': browser provider"
     missing = _missing_methods(provider, _BROWSER_METHODS, what)
     if missing:
@@ -86,7 +87,7 @@ def register_browser_provider(self: PluginContext, provider: Any) -> None:
     with registrations._lock:
         previous = registrations._browser_entry(name)
         entry = Registration(BROWSER_PROVIDERS, name, record.name, provider, {"display_name": display})
-        self._undo.append(registrations._add(record, entry))
+        on_rollback(self, registrations._add(record, entry))
     if previous is not None and previous.plugin != record.name:
         record.warnings.append(
             f"browser provider '{name}' replaces the one of plugin '{previous.plugin}' "

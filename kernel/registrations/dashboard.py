@@ -5,6 +5,7 @@ from __future__ import annotations
 import abc
 from typing import TYPE_CHECKING, Any
 
+from ..core.api import kernel_of, on_rollback, record_of
 from ..core.context import live
 from .checks import _attr, _flag, _missing_methods, _name, _refuse
 from .kinds import DASHBOARD_AUTH_PROVIDERS, MAX_TEXT, Registration
@@ -55,7 +56,7 @@ def register_dashboard_auth_provider(self: PluginContext, provider: Any) -> None
     ``display_name``, or one of ``start_login``, ``complete_login``, ``verify_session``,
     ``refresh_session``, ``revoke_session``, or when its name is taken (the first one is kept).
     """
-    kernel, record = self._kernel, self._record
+    kernel, record = kernel_of(self), record_of(self)
     what = f"plugin '{record.name}': dashboard-auth provider"
     missing = _missing_methods(provider, _DASHBOARD_METHODS, what)
     if missing:
@@ -84,5 +85,5 @@ def register_dashboard_auth_provider(self: PluginContext, provider: Any) -> None
             _refuse(kernel, record, DASHBOARD_AUTH_PROVIDERS, reason)
             return
         entry = Registration(DASHBOARD_AUTH_PROVIDERS, name, record.name, provider, details)
-        self._undo.append(registrations._add(record, entry))
+        on_rollback(self, registrations._add(record, entry))
     kernel.log.debug("dashboard_auth_provider_registered", plugin=record.name, provider=name)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..core.api import kernel_of, on_rollback, record_of
 from ..core.context import live
 from .checks import _attr, _is_str, _missing_methods, _name, _refuse, _shown, _text
 from .kinds import SECRET_SOURCES, Registration
@@ -142,7 +143,7 @@ def register_secret_source(self: PluginContext, source: Any) -> None:
     ``mapped`` nor ``bulk``, its name is taken (the first source keeps it), or its ``scheme`` is
     another source's.
     """
-    kernel, record = self._kernel, self._record
+    kernel, record = kernel_of(self), record_of(self)
     what = f"plugin '{record.name}': secret source"
     if _missing_methods(source, ("fetch",), what):
         _refuse(kernel, record, SECRET_SOURCES, "it is not a SecretSource (it has no fetch(cfg, home_path))")
@@ -188,5 +189,5 @@ def register_secret_source(self: PluginContext, source: Any) -> None:
                 return
         details = {"label": label or name, "shape": str.__str__(shape), "scheme": scheme}
         entry = Registration(SECRET_SOURCES, name, record.name, source, details)
-        self._undo.append(registrations._add(record, entry))
+        on_rollback(self, registrations._add(record, entry))
     kernel.log.debug("secret_source_registered", plugin=record.name, source=name)

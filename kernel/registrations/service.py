@@ -33,7 +33,7 @@ class Context(ServiceContext):
 
 @serviceimpl
 def service_attach(kernel: Kernel) -> None:
-    kernel.registrations = Registrations(kernel)
+    kernel.host.provide(registrations=Registrations(kernel))
 
 
 @serviceimpl(tryfirst=True)

@@ -6,6 +6,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from ..core.api import kernel_of, on_rollback, record_of
 from ..core.context import live
 from .checks import _is_str, _name, _shown
 from .kinds import MAX_NAME, MAX_TEXT, SLACK_ACTION_HANDLERS, Registration
@@ -83,7 +84,7 @@ def register_slack_action_handler(self: PluginContext, action_id: Any, callback:
     ``block_id`` and ``type`` constraints, as ``slack_bolt``'s ``app.action()`` takes them.  A
     callback that is not callable, or an empty or unusable ``action_id``, raises ``ValueError``.
     """
-    kernel, record = self._kernel, self._record
+    kernel, record = kernel_of(self), record_of(self)
     what = f"plugin '{record.name}': Slack action handler"
     if not callable(callback):
         raise ValueError(f"{what}: the callback is not callable ({type(callback).__name__})")
@@ -92,8 +93,8 @@ def register_slack_action_handler(self: PluginContext, action_id: Any, callback:
     with registrations._lock:
         earlier = next((e for e in registrations.all(SLACK_ACTION_HANDLERS) if e.name == label), None)
         handler = SlackActionHandler(matcher, callback, record.name)
-        self._undo.append(
-            registrations._add(record, Registration(SLACK_ACTION_HANDLERS, label, record.name, handler))
+        on_rollback(
+            self, registrations._add(record, Registration(SLACK_ACTION_HANDLERS, label, record.name, handler))
         )
     if earlier is not None and earlier.plugin != record.name:
         record.warnings.append(

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any, Unpack
 
 from ..base.data import copy_data
 from ..base.safe_yaml import DataRefused, data_problem, load_json
-from ..core.api import contained
+from ..core.api import contained, running_kernel
 from ..core.hooks import adapt_hermes_callback, describe, plugin_order, propagates, safe_text
-from ..core.running import RUNNING, running_kernel
+from ..core.running import RUNNING
 from .decisions import MAX_ARGS_CHARS, MAX_ARGS_DEPTH, MAX_ARGS_VALUES, decide_tool_call
 from .middleware import OBSERVER_SCHEMA_VERSION, MiddlewareError
 from .options import ToolOptions, tool_options

@@ -7,11 +7,13 @@ plugin calls ``ctx.register_tool``, ``ctx.dispatch_tool`` or
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from ..base.config import section
-from ..core.context import ServiceContext, _live
+from ..core.api import kernel_of, on_rollback, record_of
+from ..core.context import ServiceContext, live
 from ..core.services import serviceimpl
 from .middleware import MiddlewareRegistry
 from .registry import PluginToolOverrideError, ToolConflict, ToolRegistry
@@ -24,7 +26,7 @@ if TYPE_CHECKING:
 class Context(ServiceContext):
     """The ``ctx`` members this service adds to :class:`~kernel.core.context.PluginContext`."""
 
-    @_live
+    @live
     def register_tool(
         self,
         name: str,
@@ -50,15 +52,15 @@ class Context(ServiceContext):
         a plugin that is not bundled needs ``plugins.entries.<name>.allow_tool_override:
         true`` in config.yaml, else this raises :class:`PluginToolOverrideError`.
         """
-        record = self._record
-        if override and not _override_allowed(self._kernel, record):
+        record = record_of(self)
+        if override and not _override_allowed(kernel_of(self), record):
             raise PluginToolOverrideError(
                 f"plugin '{record.name}' may not override tool {name!r}: set "
                 f"plugins.entries.{record.name}.allow_tool_override: true in config.yaml to let it "
                 "replace tools other plugins provide"
             )
         try:
-            tool, warnings = self._kernel.tools.register(
+            tool, warnings = kernel_of(self).tools.register(
                 name,
                 toolset,
                 schema,
@@ -73,17 +75,17 @@ class Context(ServiceContext):
             )
         except ToolConflict as exc:
             record.warnings.append(str(exc))
-            self._kernel.log.warning("tool_conflict", tool=name, plugin=record.name, owner=exc.owner)
+            kernel_of(self).log.warning("tool_conflict", tool=name, plugin=record.name, owner=exc.owner)
             return
         for warning in warnings:
             record.warnings.append(warning)
-            self._kernel.log.warning("tool_schema", plugin=record.name, detail=warning)
-        note_shadowing(self._kernel, tool, self._undo)
+            kernel_of(self).log.warning("tool_schema", plugin=record.name, detail=warning)
+        note_shadowing(kernel_of(self), tool, functools.partial(on_rollback, self))
         record.tools.append(tool.name)
-        self._undo.append(lambda: self._kernel.tools.unregister(tool.name, record.name))
-        self._undo.append(lambda: record.tools.remove(tool.name))
+        on_rollback(self, lambda: kernel_of(self).tools.unregister(tool.name, record.name))
+        on_rollback(self, lambda: record.tools.remove(tool.name))
 
-    @_live
+    @live
     def dispatch_tool(
         self,
         tool_name: str,
@@ -104,21 +106,21 @@ class Context(ServiceContext):
                 if value is not None:
                     context.setdefault(key, value)
             context["parent_agent"] = parent_agent  # the handler's, as in Hermes; hooks do not see it
-        context["caller_plugin"] = self._record.name
-        return self._kernel.tools.dispatch(tool_name, args, **context)
+        context["caller_plugin"] = record_of(self).name
+        return kernel_of(self).tools.dispatch(tool_name, args, **context)
 
-    @_live
+    @live
     def register_middleware(self, kind: str, fn: Callable[..., Any]) -> None:
         """Rewrite or wrap an operation of the kernel: ``tool_request``, ``tool_execution``,
         ``llm_request`` or ``llm_execution``.
 
         See :mod:`kernel.tools.middleware` for what each kind receives and returns.
         """
-        kernel, record = self._kernel, self._record
+        kernel, record = kernel_of(self), record_of(self)
         item = kernel.middleware.add(record.name, kind, fn)
         record.middleware.append(kind)
-        self._undo.append(lambda: kernel.middleware.remove(item))
-        self._undo.append(lambda: record.middleware.remove(kind))
+        on_rollback(self, lambda: kernel.middleware.remove(item))
+        on_rollback(self, lambda: record.middleware.remove(kind))
 
 
 def _override_allowed(kernel: Kernel, record: _Record) -> bool:
@@ -128,15 +130,17 @@ def _override_allowed(kernel: Kernel, record: _Record) -> bool:
     return section(kernel.config, "plugins", "entries", record.name, "allow_tool_override") is True
 
 
-def note_shadowing(kernel: Kernel, tool: Any, undo: list[Callable[[], Any]] | None = None) -> None:
+def note_shadowing(
+    kernel: Kernel, tool: Any, on_undo: Callable[[Callable[[], None]], None] | None = None
+) -> None:
     """After ``tool`` was registered: when it shadows another plugin's tool of its name, or waits
     beneath one, note it on both plugins and log a warning naming both (plugin tools and the tools
     services register for a plugin, such as an active memory provider's, alike)."""
     records, active = kernel.host.records, kernel.tools.get(tool.name)
     if active is not tool and active is not None:
-        _note_override(kernel, active, records.get(active.plugin), records.get(tool.plugin), undo)
+        _note_override(kernel, active, records.get(active.plugin), records.get(tool.plugin), on_undo)
     elif tool.replaced is not None:
-        _note_override(kernel, tool, records.get(tool.plugin), records.get(tool.replaced.plugin), undo)
+        _note_override(kernel, tool, records.get(tool.plugin), records.get(tool.replaced.plugin), on_undo)
 
 
 def _note_override(
@@ -144,7 +148,7 @@ def _note_override(
     tool: Any,
     winner: _Record | None,
     loser: _Record | None,
-    undo: list[Callable[[], Any]] | None,
+    on_undo: Callable[[Callable[[], None]], None] | None,
 ) -> None:
     """Note on both plugins that ``winner``'s ``tool`` stands over ``loser``'s tool of the same name."""
     if winner is None or loser is None:
@@ -152,8 +156,8 @@ def _note_override(
     notes = ((winner, _overrides(tool, loser.name)), (loser, _overridden(tool, winner.name)))
     for target, note in notes:
         target.warnings.append(note)
-        if undo is not None:
-            undo.append(_forget_note(target, note))
+        if on_undo is not None:
+            on_undo(_forget_note(target, note))
     kernel.log.warning(
         "tool_overridden", tool=tool.name, plugin=winner.name, owner=loser.name, why=_why(tool)
     )
@@ -188,8 +192,7 @@ def _drop_note(record: _Record | None, note: str) -> None:
 
 @serviceimpl
 def service_attach(kernel: Kernel) -> None:
-    kernel.tools = ToolRegistry(kernel)
-    kernel.middleware = MiddlewareRegistry(kernel)
+    kernel.host.provide(tools=ToolRegistry(kernel), middleware=MiddlewareRegistry(kernel))
 
 
 @serviceimpl

@@ -83,7 +83,7 @@ def test_a_broken_entry_points_cache_is_ignored(home: Path, tmp_path: Path, cont
     """The remembered entry points are read like every cache: a broken, bottomless or foreign file is no
     cache (the distributions are scanned), never a crash."""
     from kernel.base.log import LazyLogger
-    from kernel.core.loader.discovery import scan_entry_points
+    from kernel.core.sources.discovery import scan_entry_points
 
     cache = tmp_path / "entry-points.json"
     cache.write_bytes(content)

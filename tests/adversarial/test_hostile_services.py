@@ -14,6 +14,7 @@ import pytest
 from conftest import write_plugin
 
 from kernel import Kernel
+from kernel.core.context import PluginContext
 from kernel.core.services import Service
 from kernel.defaults import BUILTIN_SERVICES
 
@@ -111,10 +112,11 @@ def test_an_unknown_attribute_is_an_ordinary_attribute_error(home: Path) -> None
 
 
 def test_a_kernel_without_the_tools_service_refuses_a_tool_plugin_clearly(home: Path) -> None:
-    """The ctx members are shared by every kernel of the process; a kernel without the service that
-    backs one fails the plugin that calls it, with the missing attribute named, and nothing else."""
+    """Each kernel's plugins get a context class of that kernel's own: another kernel of the process
+    having attached the tools service gives ``ctx.register_tool`` to no one else.  A kernel without
+    the service fails the plugin that calls it, with the missing attribute named, and nothing else."""
     other = Kernel(home=home)
-    assert len(other.tools) == 0  # another kernel in this process has put ctx.register_tool in place
+    assert len(other.tools) == 0
     write_plugin(
         home / "plugins",
         "tooly",
@@ -125,6 +127,31 @@ def test_a_kernel_without_the_tools_service_refuses_a_tool_plugin_clearly(home: 
     write_plugin(home / "plugins", "bystander", PLAIN)
     k = Kernel(home=home, services=[])
     k.load()
-    assert "tools" in (k.plugin("tooly").error or "")
+    assert "has no attribute 'register_tool'" in (k.plugin("tooly").error or "")
     assert k.plugin("bystander").enabled
+    assert "register_tool" in vars(other._services.context_class)
+    assert not hasattr(PluginContext, "register_tool")  # the shared base stays the core's
+    assert not hasattr(k._services.context_class, "register_tool")
     k.shutdown()
+
+
+def test_two_kernels_with_different_services_give_different_contexts(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A host's own service adds its ``ctx`` member to its kernel only, even in one process."""
+    service_module(
+        tmp_path,
+        monkeypatch,
+        "thing_service",
+        "seen = []\nclass Context:\n    def register_thing(self, value):\n        seen.append(value)\n",
+    )
+    with_it = kernel_with(home, Service("things", "thing_service", context=("register_thing",)))
+    assert with_it.plugin("user-of-it").enabled
+    assert sys.modules["thing_service"].seen == ["x"]
+    second_home = tmp_path / "second"
+    second_home.mkdir()
+    without = kernel_with(second_home, Service("other", "thing_service"))
+    assert "has no attribute 'register_thing'" in (without.plugin("user-of-it").error or "")
+    assert sys.modules["thing_service"].seen == ["x"]
+    with_it.shutdown()
+    without.shutdown()

@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from kernel import Kernel
-from kernel.core.loader.discovery import ENTRY_POINTS_VARIABLE
+from kernel.core.sources.discovery import ENTRY_POINTS_VARIABLE
 
 REPO = Path(__file__).resolve().parents[2]
 COMPAT_SITE = REPO / ".venv" / "compat-site"

@@ -36,7 +36,7 @@ from local_server import LocalServer, Reply, Seen
 
 from kernel import Kernel
 from kernel.agent import AgentError, AgentSession
-from kernel.core.loader.manifest import load_manifest
+from kernel.core.sources.manifest import load_manifest
 from kernel.providers import (
     ContextEngine,
     MemoryProvider,

@@ -148,15 +148,53 @@ def private_reaches(source: str) -> list[tuple[int, str]]:
         name = _holder_name(node.value)
         if name in KERNEL_HOLDERS:
             found.append((node.lineno, f"{name}.{node.attr}"))
-    return found
+    return found + context_self_reaches(source)
+
+
+def _is_context_code(node: ast.AST) -> bool:
+    """A service's ``Context`` class (its ``self`` is a plugin's context) or a ``ctx`` member written
+    as a function whose ``self`` is annotated ``PluginContext``."""
+    if isinstance(node, ast.ClassDef):
+        return any(_holder_name(base) == "ServiceContext" for base in node.bases)
+    if isinstance(node, ast.FunctionDef) and node.args.args:
+        first = node.args.args[0]
+        return (
+            first.arg == "self"
+            and first.annotation is not None
+            and "PluginContext" in ast.unparse(first.annotation)
+        )
+    return False
+
+
+def context_self_reaches(source: str) -> list[tuple[int, str]]:
+    """Each ``self._name`` inside a service's context code: the context's private state."""
+    found = []
+    for scope in ast.walk(ast.parse(source)):
+        if not _is_context_code(scope):
+            continue
+        for node in ast.walk(scope):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "self"
+                and node.attr.startswith("_")
+                and not node.attr.startswith("__")
+            ):
+                found.append((node.lineno, f"self.{node.attr}"))
+    return sorted(set(found))
 
 
 def test_the_reach_finder_sees_each_form_of_reach() -> None:
     source = "kernel._hooks\nself._kernel._records\nctx._record.x\nk.__dict__\nkernel.host.records\nobj._x\n"
+    source += "class Context(ServiceContext):\n    def m(self):\n        return self._undo, self.__class__\n"
+    source += "def register_x(self: PluginContext, x):\n    self._record.x = x\n"
+    source += "class Other:\n    def m(self):\n        return self._own\n"
     assert sorted(private_reaches(source)) == [
         (1, "kernel._hooks"),
         (2, "_kernel._records"),
         (3, "ctx._record"),
+        (9, "self._undo"),
+        (11, "self._record"),
     ]
 
 
@@ -199,7 +237,13 @@ def test_no_module_only_stands_for_another() -> None:
 
 
 #: The core's collaborators that must not reach into another object's private state.
-COLLABORATORS = ("core/plugin_manager.py", "core/registry.py", "core/loader", "core/kernel.py")
+COLLABORATORS = (
+    "core/plugin_manager.py",
+    "core/registry.py",
+    "core/loader.py",
+    "core/kernel.py",
+    "core/services.py",
+)
 
 
 def foreign_private_uses(source: str) -> list[tuple[int, str]]:
@@ -232,7 +276,7 @@ def test_the_core_objects_are_collaborators_not_loops(tmp_path: Path) -> None:
     """The loader is an object the kernel holds, not a base class; ``k.pm`` is given the plugin
     registry, never the kernel; and none of them calls or reads another object's private members."""
     from kernel import Kernel
-    from kernel.core.loader.importer import Loader
+    from kernel.core.loader import Loader
     from kernel.core.registry import PluginRegistry
 
     assert Loader not in Kernel.__mro__

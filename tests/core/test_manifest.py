@@ -13,7 +13,7 @@ import yaml
 from conftest import run_json, write_plugin
 
 from kernel import EnvVar, Kernel, Manifest, ManifestError
-from kernel.core.loader.manifest import KINDS, load_manifest
+from kernel.core.sources.manifest import KINDS, load_manifest
 
 FULL_MANIFEST = """\
 name: weather
@@ -133,7 +133,7 @@ def test_numeric_version_is_read_as_text(tmp_path: Path) -> None:
 
 
 def test_plugin_yml_spelling_is_found_and_parsed(tmp_path: Path) -> None:
-    from kernel.core.loader.manifest import find_manifest
+    from kernel.core.sources.manifest import find_manifest
 
     folder = tmp_path / "yml-plugin"
     path = write_manifest(folder, "name: yml-plugin\nversion: 3.0.0\n", filename="plugin.yml")

@@ -13,7 +13,7 @@ from conftest import age, write_plugin
 
 from kernel import Kernel
 from kernel.base.state import MANIFESTS_FILE
-from kernel.core.loader import manifest as manifest_module
+from kernel.core.sources import manifest as manifest_module
 
 CODE = "def register(ctx):\n    ctx.register_hook('post_tool_call', lambda **kw: None)\n"
 pytestmark = pytest.mark.usefixtures("bundled")
@@ -109,7 +109,7 @@ def test_entry_points_are_read_from_the_cache_while_nothing_is_installed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from kernel.base.log import LazyLogger
-    from kernel.core.loader.discovery import CachedEntryPoint, scan_entry_points
+    from kernel.core.sources.discovery import CachedEntryPoint, scan_entry_points
 
     log = LazyLogger(logging.getLogger("test-ep-cache"), list)
     site = tmp_path / "site"

@@ -30,7 +30,7 @@ import yaml
 from conftest import CLI, REPO, cli_env, run_json
 
 from kernel import Kernel, hookspecs
-from kernel.core.loader.discovery import ENTRY_POINTS_VARIABLE
+from kernel.core.sources.discovery import ENTRY_POINTS_VARIABLE
 
 DOCS = REPO / "docs"
 README = REPO / "README.md"
@@ -169,7 +169,7 @@ def test_isolated_examples_say_why() -> None:
 CHECK_BUNDLED = """
 import json
 from kernel import Kernel
-from kernel.core.loader.discovery import bundled_root
+from kernel.core.sources.discovery import bundled_root
 
 with Kernel() as k:
     k.load()

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, age
 
-from kernel.core.loader.discovery import scan_entry_points
+from kernel.core.sources.discovery import scan_entry_points
 
 #: Three small plugins a user might have installed: a hook on every turn, a tool, a command.
 EXTRA_PLUGINS = {
@@ -51,7 +51,7 @@ HERMETIC_SUBSET = (
 
 #: Prints the keys of the entry-point plugins a kernel would find.
 PROBE = (
-    "from kernel.core.loader.discovery import scan_entry_points\n"
+    "from kernel.core.sources.discovery import scan_entry_points\n"
     "class Quiet:\n"
     "    def debug(self, *a, **kw): pass\n"
     "print(*sorted(c.key for c in scan_entry_points(Quiet())))\n"

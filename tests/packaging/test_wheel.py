@@ -120,6 +120,7 @@ def test_wheel_contains_the_bundled_calculator(installed):
     assert "kernel/_extensions/calculator/__init__.py" in names
     assert "kernel/_extensions/calculator/tools.py" in names
     assert "kernel/__init__.py" in names
+    assert "kernel/py.typed" in names  # plugin authors' type checkers read the kernel's annotations
     assert not any(name.startswith("extensions/") for name in names), "extensions must live inside kernel/"
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     with zipfile.ZipFile(installed.wheel) as wheel:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ...core.loader.manifest import MANIFEST_NAMES, Manifest, ManifestError, find_manifest, load_manifest
+from ...core.sources.manifest import MANIFEST_NAMES, Manifest, ManifestError, find_manifest, load_manifest
 
 _NOT_COPIED = (".git", "__pycache__")
 

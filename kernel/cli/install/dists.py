@@ -9,8 +9,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ...core.loader.discovery import ENTRY_POINT_GROUP
-from ...core.loader.manifest import MANIFEST_NAMES, Manifest, ManifestError, load_manifest
+from ...core.sources.discovery import ENTRY_POINT_GROUP
+from ...core.sources.manifest import MANIFEST_NAMES, Manifest, ManifestError, load_manifest
 from .records import normalize_dist
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ...base.config import read_dotenv
-from ...core.loader.manifest import EnvVar, Manifest
+from ...core.sources.manifest import EnvVar, Manifest
 from ..common import env_state
 from .dists import _dist_manifest
 

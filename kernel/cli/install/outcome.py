@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ...core.loader.manifest import Manifest
+from ...core.sources.manifest import Manifest
 from ..common import DISABLED_BY_CONFIG, NOT_ENABLED, loaded_kernel, manifest_at, unloaded_kernel
 
 # The kernel's warning for a tool name another plugin holds (kernel.tools.registry.ToolConflict).

@@ -7,7 +7,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...core.loader.manifest import EnvVar, Manifest
+from ...core.sources.manifest import EnvVar, Manifest
 from ..common import fail
 from .checks import _NOT_COPIED, _not_regular
 from .env import _Aborted, _ask_env

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ...base.config import plugin_names, section
-from ...core.loader.discovery import Candidate
+from ...core.sources.discovery import Candidate
 from ..common import discover, fail, unloaded_kernel
 from .dists import _delete_dist_files, _dependents, _distributions, _is_site_packages
 from .pip import _pip_env

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ...core.loader.discovery import Candidate
+from ...core.sources.discovery import Candidate
 from ..common import candidate_items, fail, resolve_name, unknown_name
 from .records import _record_list, normalize_dist
 

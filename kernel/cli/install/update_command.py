@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ...core.loader.discovery import ENTRY_POINT_GROUP
+from ...core.sources.discovery import ENTRY_POINT_GROUP
 from ..common import discover, fail, unloaded_kernel
 from .checks import _pip_project_links, _source_links, _validate_plugin_dir
 from .dists import _distributions, _drop_stale_versions, _installed_names, _plugin_entry_points

@@ -306,7 +306,7 @@ def discover_plugins(force: bool = False) -> None:
 
 def get_bundled_plugins_dir() -> Path:
     """Where the bundled plugins are: ``$HERMES_BUNDLED_PLUGINS``, else the kernel's ``extensions/``."""
-    from ...core.loader.discovery import bundled_root
+    from ...core.sources.discovery import bundled_root
 
     return bundled_root()
 

@@ -129,7 +129,7 @@ def load(kernel: Kernel) -> None:
 
 @serviceimpl
 def service_attach(kernel: Kernel) -> None:
-    kernel.speech = Speech(kernel)
+    kernel.host.provide(speech=Speech(kernel))
 
 
 @serviceimpl

@@ -18,39 +18,47 @@ import threading
 import types
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from ...hookspecs import PROJECT_NAME
-from .. import watchdog
-from ..context import PluginContext, loading, roll_back
-from ..hooks import describe, plugin_order, propagates, safe_text
-from ..plugin_manager import PluginError, PluginHandle
-from ..records import (
+from ..hookspecs import PROJECT_NAME
+from . import watchdog
+from .context import ContextKernel, PluginContext, loading, roll_back
+from .hooks import describe, plugin_order, propagates, safe_text
+from .plugin_manager import PluginError, PluginHandle
+from .records import (
     BLOCKED,
     DISABLE_VARIABLE,
     DISABLED_FOR_RUN,
     NO_PLUGINS_VARIABLE,
     SOURCE_RANK,
     Choice,
+    PluginInfo,
     SurfaceError,
     _Record,
     not_enabled_error,
 )
-from ..registry import PluginRegistry, source_dir
-from .discovery import ENTRY_POINT_GROUPS, Candidate, scan_entry_points
+from .registry import PluginRegistry, source_dir
+from .sources.discovery import ENTRY_POINT_GROUPS, Candidate, scan_entry_points
 
 if TYPE_CHECKING:
-    from ...base.environ import KernelEnviron
-    from ...base.log import LazyLogger
-    from ..hooks import HookEngine
-    from ..kernel import Kernel
-    from ..plugin_manager import KernelPluginManager
-    from ..services import ServiceManager
+    from ..base.environ import KernelEnviron
+    from ..base.log import LazyLogger
+    from .hooks import HookEngine
+    from .plugin_manager import KernelPluginManager
+    from .services import ServiceManager
 
 T = TypeVar("T")
 
 _namespaces_in_use: set[str] = set()
 _namespace_lock = threading.Lock()
+
+
+class LoaderHost(ContextKernel, Protocol):
+    """What the loader uses of the kernel that holds it (its public ``load`` and ``plugin_choice``);
+    it hands the kernel on to each plugin's context and to the service hooks."""
+
+    def load(self) -> list[PluginInfo]: ...
+    def plugin_choice(self) -> Choice: ...
 
 
 class Loader:
@@ -63,7 +71,7 @@ class Loader:
 
     def __init__(
         self,
-        kernel: Kernel,
+        kernel: LoaderHost,
         registry: PluginRegistry,
         pm: KernelPluginManager,
         engine: HookEngine,
@@ -176,7 +184,7 @@ class Loader:
         with watchdog.settled() as live:
             if not live:
                 return "given up (plugins.register_timeout)"
-        activation = _Activation(record, PluginContext(self._kernel, record))
+        activation = _Activation(record, self._services.context_class(self._kernel, record))
         ctx = activation.ctx
         with watchdog.working(activation):
             try:

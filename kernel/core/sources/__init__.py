@@ -1,0 +1,1 @@
+"""Where plugins are found (directories, entry points) and what their files declare (plugin.yaml)."""
