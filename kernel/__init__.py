@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 from .core import services as _services
 from .core.kernel import PluginError, PluginInfo, merge_context
-from .defaults import BUILTIN_SERVICES
+from .defaults import BUILTIN_SERVICES, BUNDLED_CONFIG_SCHEMAS, CONFIG_SCHEMAS
 from .hookspecs import __version__, hookimpl, hookspec
 
-_services.use_builtins(BUILTIN_SERVICES)
+_services.use_builtins(BUILTIN_SERVICES, CONFIG_SCHEMAS, BUNDLED_CONFIG_SCHEMAS)
 
 # name -> module that defines it (imported on first access).
 _LAZY = {

@@ -83,3 +83,21 @@ BUILTIN_SERVICES: tuple[Service, ...] = (
         ),
     ),
 )
+
+#: The modules that declare the schema of ``config.yaml``, one per owner of sections (each with
+#: ``CONFIG_SCHEMA``; see :class:`kernel.base.config.ConfigSchema`).  A section a service declares
+#: (``Service.sections``) that none of them describes is that service's own to check.
+CONFIG_SCHEMAS: tuple[str, ...] = (
+    "kernel.core.config_schema",
+    "kernel.providers.config_schema",
+    "kernel.gateway.config_schema",
+    "kernel.host.config_schema",
+    "kernel.registrations.config_schema",
+    "kernel.compat.config_schema",
+)
+
+#: Sections a bundled plugin owns, with the file of its folder (under ``extensions/``) that holds their
+#: schema: checked with ``config.yaml`` like the kernel's own keys, without running the plugin.
+BUNDLED_CONFIG_SCHEMAS: tuple[tuple[str, str], ...] = (
+    ("gateway.platforms.irc", "platforms/irc/config_schema.json"),
+)

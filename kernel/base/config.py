@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import importlib
 import os
+import sys
+import threading
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,13 +39,13 @@ def load_config(
     override: Mapping[str, Any] | None,
     later: list[Callable[[], object]] | None = None,
     *,
-    check: bool = False,
+    check: ConfigSchema | None = None,
 ) -> tuple[dict[str, Any], list[str]]:
     """Read ``<home>/config.yaml`` and deep-merge ``override`` over it.
 
     Never raises: a missing file is an empty config; an unreadable or malformed
     one is reported in the returned problem list and ignored.  With ``check``, the
-    file is also checked against its schema (:mod:`kernel.base.schema`):
+    file is also checked against that schema (:mod:`kernel.base.schema`):
     each unknown key or wrong value is a :class:`ConfigNote` in the problem list.
     A parse or a check that could not be remembered yet (no cache folder) leaves in
     ``later`` the call that remembers it, for when the kernel writes its caches.
@@ -93,8 +97,97 @@ class ConfigNote(str):
         return note
 
 
+@dataclass(frozen=True)
+class ConfigSchema:
+    """Where the schema of ``config.yaml`` comes from: the modules of the sections' owners (each with
+    ``CONFIG_SCHEMA``, its top-level keys and their schemas, and optionally ``MOVED``, a key written at
+    the top level that belongs elsewhere: its place), and the top-level keys a service reads and checks
+    itself (known, never flagged).  Nothing is imported until a file must be checked."""
+
+    modules: tuple[str, ...] = ()
+    owned: tuple[str, ...] = ()
+    #: ``(dotted section, JSON file)``: a section a bundled plugin owns, its schema in a file beside it.
+    files: tuple[tuple[str, str], ...] = ()
+
+    def stamp(self) -> str:
+        """What the schema depends on, read without importing it: the size and time of each file."""
+        files = [
+            Path(__file__).with_name("schema.py"),
+            *map(_module_file, self.modules),
+            *(Path(file) for _, file in self.files),
+        ]
+        marks = []
+        for file in files:
+            try:
+                info = file.stat() if file is not None else None
+            except OSError:
+                info = None
+            marks.append(f"{info.st_size}-{info.st_mtime_ns}" if info else "?")
+        return ",".join(marks)
+
+    def build(self) -> dict[str, Any]:
+        """The whole schema (built once per process for equal declarations)."""
+        with _schemas_lock:
+            built = _schemas.get(self)
+            if built is None:
+                from .schema import OWNED, config_schema
+
+                sections: dict[str, dict[str, Any]] = dict.fromkeys(self.owned, OWNED)
+                moved: dict[str, str] = {}
+                for name in self.modules:
+                    module = importlib.import_module(name)
+                    sections.update(module.CONFIG_SCHEMA)
+                    moved.update(getattr(module, "MOVED", {}))
+                built = config_schema(sections, moved)
+                for dotted, file in self.files:
+                    _graft(built, dotted.split("."), file)
+                _schemas[self] = built
+            return built
+
+
+_schemas: dict[ConfigSchema, dict[str, Any]] = {}
+
+
+def _graft(schema: dict[str, Any], path: list[str], file: str) -> None:
+    """Put the schema in ``file`` (JSON) at ``path`` of ``schema``, under mappings it already has; a file
+    that is missing or not JSON leaves that section unchecked (its plugin still checks it)."""
+    import json
+
+    try:
+        fragment = json.loads(Path(file).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return
+    node = schema
+    for key in path[:-1]:
+        node = node.get("properties", {}).get(key)
+        if not isinstance(node, dict):
+            return
+    if isinstance(fragment, dict):
+        node.setdefault("properties", {})[path[-1]] = fragment
+
+
+_schemas_lock = threading.Lock()
+
+
+def _module_file(name: str) -> Path | None:
+    """The file of module ``name``, found without importing it or its packages (from the nearest
+    package already imported)."""
+    module = sys.modules.get(name)
+    if module is not None:
+        file = getattr(module, "__file__", None)
+        return Path(file) if file else None
+    parts = name.split(".")
+    for i in range(len(parts) - 1, 0, -1):
+        package = sys.modules.get(".".join(parts[:i]))
+        folders = list(getattr(package, "__path__", None) or [])
+        if folders:
+            base = Path(folders[0]).joinpath(*parts[i:])
+            return next((f for f in (base.with_suffix(".py"), base / "__init__.py") if f.is_file()), None)
+    return None
+
+
 def _read_config(
-    home: Path, path: Path, later: list[Callable[[], object]] | None, check: bool = False
+    home: Path, path: Path, later: list[Callable[[], object]] | None, check: ConfigSchema | None = None
 ) -> tuple[Any, list[ConfigNote]]:
     """The parsed ``config.yaml`` (the same text as last time is answered from the cache), and what
     its schema check found (also cached by content, so an unchanged file never imports jsonschema)."""
@@ -110,27 +203,28 @@ def _read_config(
             raise ConfigYamlError(yaml_problem(exc)) from None
         if not state.remember_config(home, digest, data) and later is not None:
             later.append(lambda: state.remember_config(home, digest, data))
-    if not check or not isinstance(data, dict):
+    if check is None or not isinstance(data, dict):
         return data, []
-    return data, _checked(home, path, digest, data, later)
+    return data, _checked(home, path, digest, data, later, check)
 
 
 def _checked(
-    home: Path, path: Path, digest: str, data: dict[str, Any], later: list[Callable[[], object]] | None
+    home: Path,
+    path: Path,
+    digest: str,
+    data: dict[str, Any],
+    later: list[Callable[[], object]] | None,
+    schema: ConfigSchema,
 ) -> list[ConfigNote]:
     # The result depends on the text, on where the file is (the fixes name it) and on the schema.
-    schema_file = Path(__file__).with_name("schema.py")
-    try:
-        stamp = f"{schema_file.stat().st_size}-{schema_file.stat().st_mtime_ns}"
-    except OSError:
-        stamp = "?"
-    key = f"{digest}:{stamp}:{path}"
+    declared = state.text_digest(repr((schema.modules, schema.owned)))
+    key = f"{digest}:{schema.stamp()}:{declared}:{path}"
     found = state.cached_check(home, key)
     if found is None:
         try:
             from .schema import check_config
 
-            found = check_config(data, str(path))
+            found = check_config(data, str(path), schema=schema.build())
         except Exception as exc:  # the check must never stop a start
             return [ConfigNote(f"config.yaml: could not be checked against its schema ({exc!r:.200})")]
         if not state.remember_check(home, key, found) and later is not None:

@@ -34,7 +34,7 @@ from .records import (
 from .registry import PluginRegistry
 from .running import RUNNING
 from .service_host import ServiceHost
-from .services import Service, ServiceManager
+from .services import Service, ServiceManager, config_schema_for
 from .sources.discovery import (
     Candidate,
     bundled_root,
@@ -79,7 +79,8 @@ class Kernel:
         self._remember: list[Callable[[], object]] = []
         #: Whether a load may make ``<home>/cache`` for its caches (a CLI printing only help says no).
         self.write_caches = True
-        self.config, self.problems = load_config(self.home, config, self._remember, check=True)
+        schema = config_schema_for(services)
+        self.config, self.problems = load_config(self.home, config, self._remember, check=schema)
         self.debug = truthy(os.environ.get("HERMES_PLUGINS_DEBUG"))
         self._namespace = claim_namespace()
         self._logging = KernelLogging(self.home, self.debug, self._namespace)

@@ -23,7 +23,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import pluggy
 
+from ..base.config import ConfigSchema
 from .context import PluginContext
+from .sources.discovery import bundled_root
 
 if TYPE_CHECKING:
     from ..base.environ import KernelEnviron
@@ -121,11 +123,30 @@ class ServiceHooks:
 
 
 _builtins: list[Service] = []
+_config_schemas: list[str] = []
+_bundled_schemas: list[tuple[str, str]] = []
 
 
-def use_builtins(services: Iterable[Service]) -> None:
-    """Set the services every new kernel knows (done once by :mod:`kernel`, from its list)."""
+def use_builtins(
+    services: Iterable[Service],
+    config_schemas: Iterable[str] = (),
+    bundled_schemas: Iterable[tuple[str, str]] = (),
+) -> None:
+    """Set the services every new kernel knows, the modules that declare the schema of ``config.yaml``
+    and the schema files of bundled plugins (done once by :mod:`kernel`, from :mod:`kernel.defaults`)."""
     _builtins[:] = list(services)
+    _config_schemas[:] = list(config_schemas)
+    _bundled_schemas[:] = list(bundled_schemas)
+
+
+def config_schema_for(services: Iterable[Service] | None = None) -> ConfigSchema:
+    """The schema of ``config.yaml`` for a kernel with ``services`` (the built-in ones by default): the
+    declared fragments, and the sections of those services as theirs to check."""
+    chosen = _builtins if services is None else services
+    owned = sorted({key for service in chosen for key in service.sections})
+    root = bundled_root()
+    files = tuple((section, str(root / file)) for section, file in _bundled_schemas)
+    return ConfigSchema(modules=tuple(_config_schemas), owned=tuple(owned), files=files)
 
 
 class ServiceManager:

@@ -27,8 +27,9 @@ from hypothesis import strategies as st
 from kernel import Kernel
 from kernel.base.config import load_config
 from kernel.base.safe_yaml import MAX_CONFIG_BYTES
-from kernel.base.schema import SCHEMA, check_config
+from kernel.base.schema import check_config
 from kernel.base.yamledit import MAX_EDIT_BYTES, edited_yaml, update_config
+from kernel.core.services import config_schema_for
 
 DEADLOCK = 120
 # Nine levels of ten aliases: 10**9 values once expanded.
@@ -36,6 +37,9 @@ BOMB = "\n".join(
     ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
     + [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 9)]
 )
+
+#: The schema of a kernel with the built-in services and the bundled plugins.
+SCHEMA = config_schema_for().build()
 
 
 def cli(home: Path, bundled: Path, *args: str, memory: int | None = None) -> subprocess.CompletedProcess[str]:
@@ -247,7 +251,7 @@ SETTINGS = settings(
 @SETTINGS
 @given(data=configs)
 def test_property_the_schema_check_never_raises(data: dict[Any, Any]) -> None:
-    result = check_config(data, "/h/config.yaml")
+    result = check_config(data, "/h/config.yaml", schema=SCHEMA)
     assert isinstance(result, list)
     for message, fix, level in result:
         assert message.startswith("config.yaml: ") and isinstance(fix, str) and level in ("warning", "error")
@@ -265,7 +269,7 @@ def test_property_a_config_yaml_of_any_shape_loads_with_its_check(
     except yaml.YAMLError:
         return
     (home / "config.yaml").write_text(text, encoding="utf-8")
-    config, problems = load_config(home, None, check=True)
+    config, problems = load_config(home, None, check=config_schema_for())
     assert isinstance(config, dict) and all(isinstance(p, str) for p in problems)
     assert not any("could not be checked" in p for p in problems)
 

@@ -8,6 +8,7 @@ start with an unchanged ``config.yaml`` imports.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -18,8 +19,12 @@ from conftest import REPO, age, cli_env, run_cli, run_probe, write_plugin
 from jsonschema import Draft202012Validator
 
 from kernel import Kernel
-from kernel.base.schema import MAX_FINDINGS, SCHEMA, check_config
+from kernel.base.schema import MAX_FINDINGS, check_config
 from kernel.base.state import CHECK_FILE
+from kernel.core.services import config_schema_for
+
+#: The schema of a kernel with the built-in services and the checkout's bundled plugins.
+SCHEMA = config_schema_for().build()
 
 DEADLOCK = 120
 
@@ -44,7 +49,7 @@ def write(home: Path, text: str) -> Path:
 
 
 def found(text: str) -> list[tuple[str, str, str]]:
-    return check_config(yaml.safe_load(text), "/home/me/.hermes/config.yaml")
+    return check_config(yaml.safe_load(text), "/home/me/.hermes/config.yaml", schema=SCHEMA)
 
 
 # --------------------------------------------------------------------------- typos, at load and in doctor
@@ -62,7 +67,17 @@ gateway:
 """
 
 
+def with_irc(bundled: Path) -> Path:
+    """The bundled IRC plugin in the test's bundled folder: its section's schema comes with it."""
+    folder = bundled / "platforms" / "irc"
+    shutil.copytree(
+        REPO / "extensions" / "platforms" / "irc", folder, ignore=shutil.ignore_patterns("__pycache__")
+    )
+    return folder / "config_schema.json"
+
+
 def test_typos_are_warned_at_load_with_the_closest_key(home: Path, bundled: Path) -> None:
+    with_irc(bundled)
     write(home, TYPOS)
     result = run(home, "plugins", "list", bundled=bundled)
     assert result.returncode == 0, result.stderr
@@ -294,7 +309,7 @@ def test_an_unquoted_yes_as_a_key_is_explained() -> None:
 
 def test_keys_are_shown_without_control_characters_and_findings_are_capped() -> None:
     data = {f"k{i}\x1b[31m": i for i in range(MAX_FINDINGS + 10)}
-    result = check_config(data)
+    result = check_config(data, schema=SCHEMA)
     assert len(result) == MAX_FINDINGS + 1
     assert all("\x1b" not in message for message, _fix, _level in result)
     assert "\\x1b[31m" in result[0][0]
@@ -324,6 +339,7 @@ def probe(home: Path, tmp_path: Path, bundled: Path) -> Any:
 
 
 def test_an_unchanged_config_yaml_is_not_checked_again(tmp_path: Path, home: Path, bundled: Path) -> None:
+    with_irc(bundled)
     write_plugin(home / "plugins", "alpha")  # a home with a plugin: the kernel keeps caches there
     write(home, TYPOS)
     age(home)
@@ -383,3 +399,23 @@ def test_doctor_advises_a_command_that_works_for_a_missing_variable(
         for f in json.loads(run(home, "doctor", "--json", bundled=bundled).stdout)["findings"]
         if "HK_SCHEMA_KEY" in f["problem"]
     ]
+
+
+def test_a_bundled_plugins_section_is_checked_by_the_schema_beside_it(
+    tmp_path: Path, home: Path, bundled: Path
+) -> None:
+    """``gateway.platforms.irc`` is described by ``config_schema.json`` in the IRC plugin's folder: without
+    the plugin the section is not the kernel's to judge; a changed file is a changed schema (the cached
+    check is not reused)."""
+    write_plugin(home / "plugins", "alpha")
+    write(home, TYPOS)
+    irc = "config.yaml: unknown key 'gateway.platforms.irc.sever' — did you mean "
+    irc += "'gateway.platforms.irc.server'?"
+    assert irc not in warnings(run(home, "plugins", "list", bundled=bundled))
+    schema_file = with_irc(bundled)
+    assert irc in warnings(run(home, "plugins", "list", bundled=bundled))
+    fragment = json.loads(schema_file.read_text(encoding="utf-8"))
+    fragment["properties"]["sever"] = {}
+    schema_file.write_text(json.dumps(fragment), encoding="utf-8")
+    assert "jsonschema" in probe(home, tmp_path, bundled)
+    assert irc not in warnings(run(home, "plugins", "list", bundled=bundled))

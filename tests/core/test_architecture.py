@@ -58,6 +58,19 @@ def test_every_module_of_the_kernel_is_in_a_layer() -> None:
     assert present == listed, f"missing: {sorted(present - listed)}; stale: {sorted(listed - present)}"
 
 
+def test_every_module_of_the_core_is_in_a_core_layer() -> None:
+    """The same inside ``kernel/core/`` (the ``core-layers`` contract)."""
+    layers = contracts()["core-layers"]["layers"]
+    listed = {name.strip() for layer in layers for name in layer.replace("|", ":").split(":")}
+    core = KERNEL / "core"
+    present = {
+        p.stem if p.suffix == ".py" else p.name
+        for p in core.iterdir()
+        if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").is_file()
+    }
+    assert present == listed, f"missing: {sorted(present - listed)}; stale: {sorted(listed - present)}"
+
+
 def test_every_service_is_in_the_independence_contract() -> None:
     """Each built-in service's package is checked for imports of the others."""
     from kernel.defaults import BUILTIN_SERVICES

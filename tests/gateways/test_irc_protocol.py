@@ -7,6 +7,7 @@ The modules are the ones a kernel loads from the checkout's ``extensions/platfor
 from __future__ import annotations
 
 import importlib
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -14,7 +15,6 @@ from types import ModuleType
 import pytest
 
 from kernel import Kernel
-from kernel.base.schema import SCHEMA
 
 
 @pytest.fixture(scope="module")
@@ -111,11 +111,17 @@ def test_outgoing_text_fits_the_relayed_line_and_replies_name_the_sender(irc: di
 
 
 def test_every_setting_the_adapter_reads_is_a_key_of_the_config_schema(irc: dict[str, ModuleType]) -> None:
-    """The IRC keys are checked in config.yaml by the kernel's schema and read by settings.py: the
-    two lists are the same, so a new setting cannot be added to one of them only."""
+    """The IRC keys are checked in config.yaml by the schema beside the plugin (config_schema.json, which
+    the kernel joins to its own) and read by settings.py: the two lists are the same, so a new setting
+    cannot be added to one of them only."""
     import dataclasses
 
-    fragment = SCHEMA["properties"]["gateway"]["properties"]["platforms"]["properties"]["irc"]
+    from kernel.core.services import config_schema_for
+
+    schema = config_schema_for().build()
+    fragment = schema["properties"]["gateway"]["properties"]["platforms"]["properties"]["irc"]
+    beside = Path(irc["settings"].__file__).with_name("config_schema.json")
+    assert fragment == json.loads(beside.read_text(encoding="utf-8"))
     read = {f.name for f in dataclasses.fields(irc["settings"].IrcSettings)} | {"host"}
     platform_keys = {"enabled", "token", "api_key", "home_channel", "extra"}
     assert set(fragment["properties"]) - platform_keys == read

@@ -293,13 +293,14 @@ async def connect(
     environ = cli_env(
         home, HERMES_BUNDLED_PLUGINS=str(REPO / "extensions"), MCP_TEST_RECORD=str(record), **env
     )
-    command = [str(SCRIPT), "mcp", "serve", *args]
-    if sigint_ignored:  # exec keeps an ignored disposition
-        ignore = (
-            "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
-            "os.execv(sys.argv[1], sys.argv[1:])"
-        )
-        command = [sys.executable, "-c", ignore, *command]
+    # The server starts with the SIGINT disposition chosen here, whatever this process has (exec keeps an
+    # ignored one, and the suite may run with SIGINT ignored: ``nohup make test &``).
+    disposition = "SIG_IGN" if sigint_ignored else "SIG_DFL"
+    reset = (
+        f"import os, signal, sys; signal.signal(signal.SIGINT, signal.{disposition}); "
+        "os.execv(sys.argv[1], sys.argv[1:])"
+    )
+    command = [sys.executable, "-c", reset, str(SCRIPT), "mcp", "serve", *args]
     process = await anyio.open_process(command, env=environ)
     conn = Connection(process)
     to_client_send, to_client = anyio.create_memory_object_stream[Any](16)

@@ -1,7 +1,8 @@
 """The IRC platform's settings: ``gateway.platforms.irc`` (or ``IRC_*``) read once into a frozen object.
 
-``config.yaml`` itself is checked by the kernel's schema (the ``gateway.platforms.irc`` fragment of
-``kernel/base/schema.py``) when it is loaded; :meth:`IrcSettings.from_config` is the one place the
+The section's keys and their shapes are ``config_schema.CONFIG_SCHEMA``, which the plugin gives the
+kernel with its platform: the kernel checks ``gateway.platforms.irc`` with it once plugins are loaded
+(an unknown key, a value of the wrong type).  :meth:`IrcSettings.from_config` is the one place the
 adapter's values are converted and checked, for every way they arrive (the file, ``extra``, the
 ``IRC_*`` variables, a ``PlatformConfig`` built in code).  A :class:`ValueError` names the key.
 """
