@@ -50,8 +50,15 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(VENV)/bin/hermes-kernel demo
 
+# The suite on TEST_WORKERS processes (two per core: most tests wait on a subprocess or a server), each
+# taking the next test when it is free. The project's modules are compiled first: the tests start
+# hundreds of interpreters, and where PYTHONDONTWRITEBYTECODE is set each would compile them again.
+# `make test TEST_WORKERS=0` runs it in one process.
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 2) * 2 )))
+
 test: $(STAMP) test-deps docs
-	$(PY) -m pytest -q
+	$(PY) -m compileall -q kernel extensions tests
+	$(PY) -m pytest -q $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist worksteal)
 
 # The documentation site (mkdocs.yml) into site/, strictly: a broken link or anchor, a page left out of the nav
 # or a docstring mkdocstrings cannot render fails the build (not --quiet: it would hide the warnings that
