@@ -35,7 +35,7 @@ LINT_REQS := tests/lint-requirements.txt
 PEERS := .venv-peers
 HERMES_AGENT_VERSION := 0.19.0
 
-.PHONY: run test test-deps bench bench-peers bench-gateway hermes-surface lint clean
+.PHONY: run test test-deps bench bench-quick bench-peers bench-gateway hermes-surface lint clean
 
 # pip's download cache stays in the project's folder too.
 export PIP_CACHE_DIR := $(abspath $(VENV))/pip-cache
@@ -148,6 +148,11 @@ bench: $(STAMP)
 	$(PY) tests/benchmarks/bench_host_session.py
 	$(PY) tests/benchmarks/bench_integrations.py
 	$(PY) tests/benchmarks/bench_mcp_server.py
+
+# A one-minute subset: dispatch, load and start-up with few repeats and small plugin counts (Hermes Agent
+# side by side when make bench-peers has installed it).
+bench-quick: $(STAMP)
+	$(PY) tests/benchmarks/bench_kernel.py --quick $(if $(wildcard $(PEERS)/.installed),--peer-python $(PEERS)/bin/python)
 
 $(PEERS)/.installed:
 	test -x $(PEERS)/bin/python || $(PYTHON) -m venv $(PEERS)

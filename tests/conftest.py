@@ -272,6 +272,19 @@ def run_probe(code: str, *args: str, cwd: Path, env: dict[str, str], marker: str
     return json.loads(line.split(" ", 1)[1])
 
 
+async def until(condition: Callable[[], Any], what: str, deadline: float = 60.0) -> None:
+    """Wait on the event loop until ``condition()`` is true (a state the test waits for, instead of a
+    sleep it hopes is long enough); fail after ``deadline`` seconds, naming ``what``."""
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    give_up = loop.time() + deadline
+    while not condition():
+        if loop.time() > give_up:
+            pytest.fail(f"timed out after {deadline:g} s waiting for {what}")
+        await asyncio.sleep(0.01)
+
+
 def cli_env(home: Path, **extra: str) -> dict[str, str]:
     """The environment for running ``hermes-kernel`` as a subprocess against ``home``."""
     env = {k: v for k, v in os.environ.items() if k not in _ENV_TO_CLEAR}

@@ -20,7 +20,6 @@ port and data.  Use it as a context manager, or call ``start()`` and ``stop()``.
 from __future__ import annotations
 
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -29,6 +28,7 @@ from typing import Any
 from urllib.parse import quote
 
 import redis
+from ports import free_port
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
@@ -42,17 +42,11 @@ START_DEADLINE = 20.0  # seconds for the server to answer PING (a hang guard, no
 STOP_GRACE = 10.0  # seconds between SIGTERM and SIGKILL
 RANDOM_PORT_TRIES = 5  # random ports tried when the server cannot bind one
 SAME_PORT_WINDOW = 10.0  # seconds a given port (a restart's) is tried for: it may linger a while
+
 LOG_TAIL = 30  # lines of the log shown when the server fails to start
 
 # What redis-server logs when it cannot listen on its port.
 _BIND_FAILURES = ("Address already in use", "Could not create server TCP listening socket")
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on now (bound to port 0, then closed)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((HOST, 0))
-        return sock.getsockname()[1]
 
 
 class _BindFailed(Exception):

@@ -38,11 +38,16 @@ class Conversations:
         self.store, self.bounded = store, bounded
         self._locks.clear()
 
+    def chat_lock(self, platform: str, chat: str) -> asyncio.Lock:
+        """The lock of the chat's session in this process: whoever runs a turn in it or lets it go holds
+        it (two leases of one chat can meet in one worker: its own, silent past ``claim_after``, and the
+        one that took the chat over).  A session is never let go, or reread, in the middle of a turn."""
+        return self._locks.setdefault((platform, chat), asyncio.Lock())
+
     async def turn(self, platform: str, chat: str, user: str | None, text: str) -> str | None:
         """Answer ``text`` in the chat's session, one message at a time per chat, and save its state."""
         key = (platform, chat)
-        lock = self._locks.setdefault(key, asyncio.Lock())
-        async with lock:
+        async with self.chat_lock(platform, chat):
             session = await self.session_for(platform, chat, user)
             reply = await self.respond(platform, session, text, user)
             await self.persist(key, session)

@@ -158,7 +158,8 @@ class Worker:
                         detail="another worker took the chat over (this one was silent longer than "
                         "claim_after); its reply was dropped and the other worker's counts",
                     )
-                    self.conversations.drop(message.platform, message.chat_id)
+                    async with self.conversations.chat_lock(message.platform, message.chat_id):
+                        self.conversations.drop(message.platform, message.chat_id)
                     return
                 self.answered += 1
                 if state is not None and not atomic:
@@ -189,28 +190,31 @@ class Worker:
                 detail="each worker that took it stopped before answering (its turn may kill the worker)",
             )
             return self._reply(message, GAVE_UP_REPLY.format(attempts=taken.attempts - 1)), None
-        try:
-            session = await conversations.session_for(
-                message.platform,
-                message.chat_id,
-                message.user_id,
-                refresh=taken is not None,
-                state=self._prefetched(taken),
-            )
-            text: str | None = await conversations.respond(
-                message.platform, session, message.text, message.user_id
-            )
-        except BrokerUnavailable:
-            raise
-        except Exception as exc:  # a bug must not leave the chat stuck on this message
-            self.kernel.log.warning("gateway_worker_failed", chat=message.chat_key, error=describe(exc))
-            text, session = FAILED_REPLY.format(error=type(exc).__name__), None
-        state = None
-        if session is not None:
+        async with conversations.chat_lock(message.platform, message.chat_id):
             try:
-                state = conversations.session_state(session).dumps()
-            except SessionStoreError as exc:
-                self.kernel.log.warning("gateway_session_not_saved", chat=message.chat_key, error=str(exc))
+                session = await conversations.session_for(
+                    message.platform,
+                    message.chat_id,
+                    message.user_id,
+                    refresh=taken is not None,
+                    state=self._prefetched(taken),
+                )
+                text: str | None = await conversations.respond(
+                    message.platform, session, message.text, message.user_id
+                )
+            except BrokerUnavailable:
+                raise
+            except Exception as exc:  # a bug must not leave the chat stuck on this message
+                self.kernel.log.warning("gateway_worker_failed", chat=message.chat_key, error=describe(exc))
+                text, session = FAILED_REPLY.format(error=type(exc).__name__), None
+            state = None
+            if session is not None:
+                try:
+                    state = conversations.session_state(session).dumps()
+                except SessionStoreError as exc:
+                    self.kernel.log.warning(
+                        "gateway_session_not_saved", chat=message.chat_key, error=str(exc)
+                    )
         return self._reply(message, text), state
 
     def _reply(self, message: Inbound, text: str | None) -> Outbound | None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import until
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from redis_server import RedisServer
@@ -316,7 +317,7 @@ def test_a_call_waiting_for_an_unreachable_broker_gives_up_when_told(tmp_path: P
 
     async def scenario() -> None:
         call = asyncio.create_task(b.submit(Inbound(platform="irc", chat_id="#d", text="x")))
-        await asyncio.sleep(1.0)
+        await until(lambda: log.named("gateway_broker_retry"), "a retry of the call")
         assert not call.done() and b.connected is False and b.last_error
         b.stop_retrying()
         with pytest.raises(BrokerUnavailable, match="could not be reached to queue a message"):

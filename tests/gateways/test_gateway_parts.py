@@ -6,6 +6,8 @@ import ast
 import tomllib
 from pathlib import Path
 
+from conftest import until
+
 from kernel import Kernel
 
 REPO = Path(__file__).resolve().parents[2]
@@ -46,3 +48,37 @@ def test_the_facade_shows_its_parts_state(tmp_path: Path) -> None:
         assert gateway.errors is gateway.platforms.errors
         assert gateway.sessions is gateway.conversations.sessions
         assert gateway.store is gateway.conversations.store is None
+
+
+def test_two_leases_of_one_chat_in_one_worker_take_turns(tmp_path: Path) -> None:
+    """A worker silent past ``claim_after`` (a starved machine) can take its own chat over: the new lease
+    and the old one, still in its turn, meet in one process.  The new one waits for the old turn to end
+    instead of finding its session mid-turn (which failed the message with ``HostSessionError``)."""
+    import asyncio
+
+    from kernel.gateway.broker import Inbound, Lease
+    from kernel.gateway.sessions import SqliteSessionStore
+    from kernel.gateway.worker import Worker
+    from kernel.testing import write_script
+
+    home = tmp_path / "home"
+    home.mkdir()
+    script = write_script(home, [{"text": f"turn {n}", "delay_s": 0.3} for n in range(2)])
+    config = {"model": {"provider": "scripted", "script": str(script)}}
+    with Kernel(home=home, config=config) as k:
+        k.load()
+        conversations = k.gateway.conversations
+        store = SqliteSessionStore(tmp_path / "sessions.db")
+        conversations.begin(store, bounded=True)
+        worker = Worker(k, conversations, broker=None, store=store, concurrency=2)  # type: ignore[arg-type]
+        message = Inbound(platform="irc", chat_id="#c", text="hello")
+
+        async def both() -> list[object]:
+            old = asyncio.create_task(worker._answer(message, None))
+            sessions = conversations.sessions
+            await until(lambda: any(s.host.turn is not None for s in sessions.values()), "the old turn")
+            taken = Lease(token="t2", chat_key=message.chat_key, message=message, attempts=2)
+            return list(await asyncio.gather(old, worker._answer(message, taken)))
+
+        (old_reply, _), (new_reply, _) = asyncio.run(both())
+        assert {old_reply.text, new_reply.text} == {"turn 0", "turn 1"}

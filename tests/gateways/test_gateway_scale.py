@@ -393,8 +393,16 @@ def test_redis_restarted_mid_run_loses_nothing(deploy: Any, redis_server: RedisS
             for n in range(5):
                 await client.say("#x", "gus", f"during {n}")
             await client.say("#y", "hal", "another chat")
-            await asyncio.sleep(1.0)
-            down = await asyncio.to_thread(d.status)
+            statuses: list[Any] = []
+
+            async def broker_seen_down() -> bool:
+                statuses.append(await asyncio.to_thread(d.status))
+                return statuses[-1]["broker"]["connected"] is False
+
+            while not await broker_seen_down():
+                assert len(statuses) < 600, "the status never showed the broker down"
+                await asyncio.sleep(0.1)
+            down = statuses[-1]
             assert down["broker"]["connected"] is False and down["broker"]["error"]
         finally:
             redis_server.start()

@@ -33,6 +33,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
+from ports import free_port
 
 from kernel import Kernel
 from kernel.gateway import PlatformConfig, SendResult
@@ -55,38 +56,54 @@ def ngircd_binary() -> str:
     return found
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 class Ngircd:
     """One ngIRCd process on 127.0.0.1, restartable on the same port."""
+
+    #: Ports tried when the first start finds its port taken (as tests/redis_server.py does).
+    PORT_TRIES = 5
 
     def __init__(self, workdir: Path, ssl_section: str = "", tls_port: int | None = None) -> None:
         self.workdir = workdir
         self.port = free_port()
         self.tls_port = tls_port
+        self.ssl_section = ssl_section
         workdir.mkdir(parents=True, exist_ok=True)
         (workdir / "conf.d").mkdir(exist_ok=True)
-        template = string.Template((FIXTURES / "ngircd.conf").read_text(encoding="utf-8"))
         self.config = workdir / "ngircd.conf"
-        self.config.write_text(
-            template.substitute(
-                port=self.port,
-                password=PASSWORD,
-                pidfile=workdir / "ngircd.pid",
-                includedir=workdir / "conf.d",
-                ssl=ssl_section,
-            ),
-            encoding="utf-8",
-        )
+        self._write_config()
         self.log = workdir / "ngircd.log"
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
 
+    def _write_config(self) -> None:
+        template = string.Template((FIXTURES / "ngircd.conf").read_text(encoding="utf-8"))
+        self.config.write_text(
+            template.substitute(
+                port=self.port,
+                password=PASSWORD,
+                pidfile=self.workdir / "ngircd.pid",
+                includedir=self.workdir / "conf.d",
+                ssl=self.ssl_section,
+            ),
+            encoding="utf-8",
+        )
+
     def start(self) -> None:
+        """Start it and wait until it listens.  On its first start a port another process took in the
+        meantime is given up for a new one (a restart keeps its port: the tests reconnect to it)."""
+        for attempt in range(self.PORT_TRIES):
+            if self._launch():
+                return
+            if self.starts > 1 or self.tls_port is not None or attempt == self.PORT_TRIES - 1:
+                break
+            self.port = free_port()
+            self._write_config()
+            self.starts = 0
+        pytest.fail(f"ngircd exited with {self.proc.returncode if self.proc else '?'}:\n{self.log_text()}")
+
+    def _launch(self) -> bool:
+        """Run it once: ``True`` once it listens, ``False`` if it exited because its port was taken."""
+        logged = self.log.stat().st_size if self.log.exists() else 0
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(
                 [ngircd_binary(), "--nodaemon", "--config", str(self.config)],
@@ -98,14 +115,15 @@ class Ngircd:
         end = time.monotonic() + DEADLINE
         while time.monotonic() < end:
             if self.proc.poll() is not None:
+                if b"Address already in use" in self.log.read_bytes()[logged:]:
+                    return False
                 pytest.fail(f"ngircd exited with {self.proc.returncode}:\n{self.log_text()}")
-            try:
-                for port in (self.port, self.tls_port):
-                    if port is not None:
-                        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                return
-            except OSError:
-                time.sleep(0.05)
+            # Its own line, not a connection: another process may be listening on a port it lost.
+            said = self.log.read_bytes()[logged:]
+            ports = [p for p in (self.port, self.tls_port) if p is not None]
+            if all(f"Now listening on [127.0.0.1]:{p} ".encode() in said for p in ports):
+                return True
+            time.sleep(0.05)
         pytest.fail(f"ngircd did not listen on port {self.port}:\n{self.log_text()}")
 
     def stop(self) -> None:
@@ -125,6 +143,24 @@ class Ngircd:
 
     def log_text(self) -> str:
         return self.log.read_text(encoding="utf-8", errors="replace")[-4000:]
+
+
+def test_a_server_whose_port_was_taken_before_it_started_moves_to_another(tmp_path: Path) -> None:
+    """The port is picked when the helper is made and bound when it starts: another process (a worker of
+    the suite) may take it in between, and the first start then picks another port."""
+    server = Ngircd(tmp_path / "ngircd")
+    taken = server.port
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", taken))
+        squatter.listen()
+        server.start()
+        try:
+            assert server.port != taken and server.starts == 1
+            with socket.create_connection(("127.0.0.1", server.port), timeout=5) as conn:
+                conn.sendall(b"PING :x\r\n")
+                assert b" 451 " in conn.recv(512)  # an IRC server answers (not registered), not the squatter
+        finally:
+            server.stop()
 
 
 @pytest.fixture(scope="module")

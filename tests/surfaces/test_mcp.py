@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -22,6 +21,7 @@ from typing import Any
 import pytest
 import yaml
 from conftest import CLI, REPO, cli_env, run_json, write_plugin
+from ports import free_port
 
 from kernel import Kernel
 from kernel.surfaces import mcp as surface
@@ -46,12 +46,6 @@ FIXTURE_TOOLS = {
 def stdio(*extra: str, **settings: Any) -> dict[str, Any]:
     """A stdio entry running the fixture server with the venv's Python."""
     return {"command": sys.executable, "args": [str(SERVER), *extra], **settings}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def start_http_server(port: int = 0) -> tuple[subprocess.Popen[str], int]:
