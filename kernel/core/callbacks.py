@@ -199,6 +199,10 @@ class Chain:
     defaults: Mapping[str, Any] | None = None
     plain: bool = True  # no wrapper, firstresult, historic, async callback, spec default or timeout
     history: list[Any] | None = None  # a historic hook's call history (pluggy's own list)
+    #: For a plain chain of pluggy-native impls only: ``(function, argnames, call)`` each, so that
+    #: ``k.pm.hook.<name>`` calls the functions with their own arguments, as pluggy does (``call`` is
+    #: the adapter, which names a missing argument).
+    native: tuple[tuple[Callable[..., Any], tuple[str, ...], Callable[..., Any]], ...] | None = None
 
 
 @dataclass

@@ -290,7 +290,16 @@ class HookEngine(AsyncCalls):
             or self.timeout
             or any(cb.is_async for cb in live)
         )
-        return Chain(tuple(calls), tuple(live), wrappers, methods, firstresult, defaults, plain, history)
+        native = None
+        if (
+            plain
+            and live
+            and all(cb.native and cb.impl is not None and not cb.impl.kwargnames for cb in live)
+        ):
+            native = tuple((cb.fn, tuple(cb.impl.argnames), cb.call) for cb in live)
+        return Chain(
+            tuple(calls), tuple(live), wrappers, methods, firstresult, defaults, plain, history, native
+        )
 
     def _chain_for(self, hook: str, methods: list[HookImpl]) -> Chain:
         """A chain for a pluggy call with ``methods`` other than the caller's (a subset, a replay...)."""
@@ -392,8 +401,38 @@ class HookEngine(AsyncCalls):
         if self.monitors:
             return self._monitored(hook, chain, dict(kwargs), firstresult, None)
         if chain.plain and not firstresult and self.fast.get(hook) is chain:
+            if chain.native is not None:
+                return self._native(chain, kwargs)
             return self.hot(hook, **kwargs)
         return self._run(chain, dict(kwargs), firstresult, None)
+
+    def _native(self, chain: Chain, kwargs: Mapping[str, Any]) -> list[Any]:
+        """A plain chain of pluggy-native impls, each called with its own arguments by position (as
+        pluggy calls them: no adapter in between); containment costs nothing until one raises."""
+        results: list[Any] = []
+        values, failed = _VALUES, self.failed
+        token = RUNNING.set(self.owner)
+        try:
+            for fn, names, call in chain.native or ():
+                try:
+                    try:
+                        args = [kwargs[name] for name in names]
+                    except KeyError:
+                        result = call(**kwargs)  # the adapter's TypeError names the missing argument
+                    else:
+                        result = fn(*args)
+                except BaseException as exc:
+                    failed(chain, call, exc)
+                    continue
+                if result is not None:
+                    if type(result) not in values:
+                        result = self.settle(chain, call, result)
+                        if result is None:
+                            continue
+                    results.append(result)
+        finally:
+            RUNNING.reset(token)
+        return results
 
     def make_invoke(self) -> Callable[..., list[Any]]:
         """The hot path as one function, ``invoke_hook(hook_name, /, **kwargs)``.

@@ -434,3 +434,45 @@ def test_has_callbacks_says_whether_a_hook_would_reach_anything(make_kernel: Cal
     k.unregister("observer")
     assert not k.has_callbacks("post_tool_call")
     assert not k.has_callbacks("transform_tool_result")
+
+
+def test_native_impls_on_the_fast_path_keep_pluggy_s_arguments_order_and_containment(
+    make_kernel: Callable[..., Kernel],
+) -> None:
+    """``k.pm.hook.<name>`` calls a plain chain of pluggy-native impls with their own arguments, by
+    position: the results in the kernel's order, a raising impl disabled while the others answer, an impl
+    asking for an argument the call lacks failed with the argument named, and the running kernel set."""
+    from kernel.core.api import running_kernel
+
+    class Spec:
+        @hookspec
+        def native_probe(self, a: int, b: int) -> int:  # type: ignore[empty-body]
+            """A hook for this test."""
+
+    seen: list[object] = []
+
+    class Adds:
+        @hookimpl
+        def native_probe(self, a: int, b: int) -> int:
+            seen.append(running_kernel())
+            return a + b
+
+    class Breaks:
+        @hookimpl
+        def native_probe(self, a: int) -> int:
+            raise RuntimeError("broken on purpose")
+
+    k = make_kernel()
+    k.pm.add_hookspecs(Spec)
+    for name, plugin in (("adds", Adds()), ("breaks", Breaks())):
+        k.pm.register(plugin, name)
+    assert k.host.engine.chains["native_probe"].native is not None  # the path this test is about
+    assert k.pm.hook.native_probe(a=2, b=3) == [5]
+    assert seen == [k]
+    assert k.pm.hook.native_probe(a=4, b=1) == [5]  # the failed impls stay disabled
+    assert k.plugin("breaks").disabled_hooks == ["native_probe"]
+    assert "broken on purpose" in k.plugin("breaks").hook_errors["native_probe"]
+    assert k.plugin("adds").disabled_hooks == []
+    with pytest.warns(UserWarning, match="cannot be found in this hook call"):  # pluggy's own warning
+        assert k.pm.hook.native_probe(a=1) == []
+    assert "did not provide argument(s): b" in k.plugin("adds").hook_errors["native_probe"]

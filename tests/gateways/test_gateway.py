@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import CLI, cli_env, write_plugin
+from conftest import CLI, cli_env, until, write_plugin
 
 from kernel import Kernel
 from kernel.gateway import PlatformConfig, SendResult
@@ -142,18 +142,6 @@ class ChatClient:
 
     def close(self) -> None:
         self.writer.close()
-
-
-async def until(
-    condition: Callable[[], Any], what: str = "the condition", deadline: float = DEADLINE
-) -> None:
-    """Wait until ``condition()`` is true; fail after ``deadline`` seconds (a hang)."""
-    loop = asyncio.get_running_loop()
-    give_up = loop.time() + deadline
-    while not condition():
-        if loop.time() > give_up:
-            pytest.fail(f"timed out waiting for {what}")
-        await asyncio.sleep(0.01)
 
 
 def run(coro: Awaitable[Any]) -> Any:
