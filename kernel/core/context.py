@@ -13,7 +13,6 @@ import contextlib
 import contextvars
 import copy
 import functools
-import logging
 import types
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -25,6 +24,8 @@ from .hooks import NORMAL, Callback
 from .plugin_manager import PluginError
 
 if TYPE_CHECKING:
+    import logging
+
     from ..base.log import LazyLogger
     from .hooks import HookEngine
     from .plugin_manager import KernelPluginManager
@@ -169,6 +170,8 @@ class PluginContext:
     @property
     def logger(self) -> logging.Logger:
         """A stdlib logger for the plugin, rendered like the kernel's own lines."""
+        import logging
+
         return logging.getLogger(f"{self._kernel._namespace}.{self._record.slug}")
 
     # -- tools and hooks -------------------------------------------------------

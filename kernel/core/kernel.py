@@ -14,7 +14,6 @@ from .. import hookspecs
 from ..base import environ, state
 from ..base.config import hermes_marker, load_config, plugin_names, read_dotenv, resolve_home, section, truthy
 from ..base.environ import KernelEnviron
-from ..base.log import KernelLogging
 from ..hookspecs import __version__
 from . import watchdog
 from .callbacks import OBSERVER_KEY, OBSERVER_SCHEMA_VERSION, contained
@@ -83,6 +82,8 @@ class Kernel:
         self.config, self.problems = load_config(self.home, config, self._remember, check=schema)
         self.debug = truthy(os.environ.get("HERMES_PLUGINS_DEBUG"))
         self._namespace = claim_namespace()
+        from ..base.log import KernelLogging  # with the first kernel: `import kernel` loads no logging
+
         self._logging = KernelLogging(self.home, self.debug, self._namespace)
         self.log = self._logging.logger
         for problem in self.problems:

@@ -140,6 +140,20 @@ def test_a_service_nobody_asks_for_is_not_imported(tmp_path: Path) -> None:
     assert imported == {"compat"}, sorted(imported)
 
 
+def test_import_kernel_loads_no_logging_and_no_service() -> None:
+    """``import kernel`` costs the core: logging (the stdlib's and the kernel's) comes with the first
+    kernel, a service with its first use."""
+    code = (
+        "import sys, kernel; "
+        "print(sorted(m for m in sys.modules if m == 'logging' or m.startswith(('kernel.base.log', "
+        "'structlog', 'kernel.tools', 'kernel.providers', 'kernel.gateway', 'jsonschema'))))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True, cwd=REPO
+    )
+    assert proc.stdout.strip() == "[]", proc.stdout
+
+
 # Names that hold a kernel or a plugin context: ``<holder>._x`` read outside kernel/core/ is a reach
 # into the core's private state (the services use ``k.host`` and kernel.core.api instead).
 KERNEL_HOLDERS = frozenset({"kernel", "k", "ctx", "_kernel", "host", "_ctx", "_host"})
