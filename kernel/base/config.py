@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from . import state
-from .safe_yaml import MAX_CONFIG_BYTES, MAX_DOTENV_BYTES, load_yaml, read_bounded, yaml_problem
+from .safe_yaml import MAX_CONFIG_BYTES, MAX_DOTENV_BYTES, load_json, load_yaml, read_bounded, yaml_problem
 
 TRUTHY = frozenset({"1", "true", "yes", "on"})
 
@@ -146,16 +146,27 @@ class ConfigSchema:
 
 
 _schemas: dict[ConfigSchema, dict[str, Any]] = {}
+_schemas_lock = threading.Lock()
+#: A bundled plugin's schema file is read up to this size and this depth (the folder may be the user's).
+MAX_SCHEMA_FILE_BYTES = 256 * 1024
+MAX_SCHEMA_FILE_DEPTH = 32
 
 
 def _graft(schema: dict[str, Any], path: list[str], file: str) -> None:
     """Put the schema in ``file`` (JSON) at ``path`` of ``schema``, under mappings it already has; a file
-    that is missing or not JSON leaves that section unchecked (its plugin still checks it)."""
-    import json
+    that is missing, too big or deep, or not JSON leaves that section unchecked (its plugin still checks
+    its values)."""
+    try:
+        text = read_bounded(Path(file), MAX_SCHEMA_FILE_BYTES, "schema")
+        fragment = load_json(text, file, max_depth=MAX_SCHEMA_FILE_DEPTH, max_values=20_000)
+    except (OSError, UnicodeDecodeError, ValueError):  # FileTooLarge is an OSError, DataRefused a ValueError
+        return
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
 
     try:
-        fragment = json.loads(Path(file).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
+        Draft202012Validator.check_schema(fragment)
+    except SchemaError:
         return
     node = schema
     for key in path[:-1]:
@@ -164,9 +175,6 @@ def _graft(schema: dict[str, Any], path: list[str], file: str) -> None:
             return
     if isinstance(fragment, dict):
         node.setdefault("properties", {})[path[-1]] = fragment
-
-
-_schemas_lock = threading.Lock()
 
 
 def _module_file(name: str) -> Path | None:
