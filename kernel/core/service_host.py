@@ -130,9 +130,10 @@ class ServiceHost:
         """Set the kernel attributes a service declares (``provide(tools=registry)`` is ``k.tools``),
         from its ``service_attach``.  ``AttributeError`` for a name no service declares."""
         services = self._kernel._services
+        undeclared = [name for name in attributes if services.for_attribute(name) is None]
+        if undeclared:  # checked before any is set: nothing half-provided stays
+            raise AttributeError(f"no service of this kernel declares the attribute '{undeclared[0]}'")
         for name, value in attributes.items():
-            if services.for_attribute(name) is None:
-                raise AttributeError(f"no service of this kernel declares the attribute '{name}'")
             setattr(self._kernel, name, value)
 
     def services_asked_for(self) -> list[str]:

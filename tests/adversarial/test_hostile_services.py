@@ -84,6 +84,28 @@ def test_an_attach_that_raises_leaves_nothing_half_attached(
     k.shutdown()
 
 
+def test_a_service_cannot_set_a_kernel_attribute_it_does_not_declare(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``k.host.provide`` sets only what a service of the kernel declares: a service that would put
+    ``tools`` (or ``_records``) on a kernel without that service fails its attach, and nothing is set."""
+    service_module(
+        tmp_path,
+        monkeypatch,
+        "grabbing_service",
+        "from kernel.core.services import serviceimpl\n"
+        "@serviceimpl\n"
+        "def service_attach(kernel):\n"
+        "    kernel.host.provide(grab=1, _records={})\n",
+    )
+    k = Kernel(home=home, services=[Service("grab", "grabbing_service", attributes=("grab",))])
+    records = k._records
+    with pytest.raises(AttributeError, match="'_records'"):
+        _ = k.grab
+    assert k._records is records and "grab" not in k.services and "grab" not in vars(k)
+    k.shutdown()
+
+
 def test_many_threads_reading_a_service_attribute_attach_it_once(home: Path) -> None:
     k = Kernel(home=home)
     seen: list[object] = []
