@@ -136,7 +136,8 @@ class ConfigSchema:
                 moved: dict[str, str] = {}
                 for name in self.modules:
                     module = importlib.import_module(name)
-                    sections.update(module.CONFIG_SCHEMA)
+                    # A copy: grafting a plugin's section must not change the owner's module-level schema.
+                    sections.update(copy.deepcopy(module.CONFIG_SCHEMA))
                     moved.update(getattr(module, "MOVED", {}))
                 built = config_schema(sections, moved)
                 for dotted, file in self.files:
