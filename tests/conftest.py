@@ -285,6 +285,16 @@ async def until(condition: Callable[[], Any], what: str, deadline: float = 60.0)
         await asyncio.sleep(0.01)
 
 
+def wait_for(condition: Callable[[], Any], what: str, deadline: float = 60.0) -> None:
+    """Poll ``condition()`` until it is true (a process ends, a file is written: things that happen
+    elsewhere, with no event to wait on here); fail after ``deadline`` seconds, naming ``what``."""
+    give_up = time.monotonic() + deadline
+    while not condition():
+        if time.monotonic() > give_up:
+            pytest.fail(f"timed out after {deadline:g} s waiting for {what}")
+        time.sleep(0.02)
+
+
 def cli_env(home: Path, **extra: str) -> dict[str, str]:
     """The environment for running ``hermes-kernel`` as a subprocess against ``home``."""
     env = {k: v for k, v in os.environ.items() if k not in _ENV_TO_CLEAR}

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import write_plugin
+from conftest import until, write_plugin
 from redis_server import RedisServer
-from test_gateway import ChatClient, ChatServer, until
+from test_gateway import ChatClient, ChatServer
 from test_gateway_scale import ECHO_PLUGIN, REPLY, no_more_replies, parse
 from test_http_platform import Gateways, gateways  # noqa: F401 - the fixture
 

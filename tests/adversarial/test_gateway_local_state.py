@@ -27,9 +27,9 @@ from typing import Any
 import pytest
 import redis
 import yaml
-from conftest import CLI, agent_log, cli_env, run_cli
+from conftest import CLI, agent_log, cli_env, run_cli, until, wait_for
 from redis_server import RedisServer
-from test_gateway import ChatClient, ChatServer, chat_config, platform_plugin, until
+from test_gateway import ChatClient, ChatServer, chat_config, platform_plugin
 
 from kernel.core.kernel import Kernel
 from kernel.gateway.sessions import SessionState, SqliteSessionStore
@@ -239,13 +239,6 @@ def start_worker(home: Path) -> tuple[subprocess.Popen[bytes], str]:
         time.sleep(0.05)
     line = next(line for line in text.splitlines() if " connected to " in line)
     return proc, line.split("worker ", 1)[1].split(" ", 1)[0]
-
-
-def wait_for(condition: Callable[[], bool], what: str) -> None:
-    give_up = time.monotonic() + DEADLINE
-    while not condition():
-        assert time.monotonic() < give_up, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def test_a_killed_worker_is_pruned_from_the_members_by_a_live_one(

@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import write_plugin
+from conftest import until, write_plugin
 from redis_server import RedisServer
-from test_gateway import ChatClient, ChatServer, platform_plugin, until
+from test_gateway import ChatClient, ChatServer, platform_plugin
 from test_gateway_scale import ECHO_PLUGIN, Deployment, collect, log_text, no_more_replies, parse
 
 from kernel import Kernel

@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import until
 from redis_server import RedisServer
-from test_gateway import ChatClient, ChatServer, until
+from test_gateway import ChatClient, ChatServer
 from test_gateway_scale import DEADLINE, Deployment, in_process_home, log_text, parse
 
 from kernel.gateway.broker import BrokerSettings, Inbound, Outbound, chat_key

@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 import yaml
+from conftest import wait_for
 
 from kernel import Kernel
 from kernel.surfaces import shell_hooks
@@ -41,15 +42,6 @@ def alive(pid: int) -> bool:
             return stat.read().rsplit(") ", 1)[1][0] not in "ZX"
     except (OSError, IndexError):
         return False
-
-
-def wait_for(condition: Any, what: str, timeout: float = DEADLINE) -> None:
-    """Poll ``condition`` until it holds (bounded): processes end asynchronously."""
-    end = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > end:
-            pytest.fail(f"timed out waiting until {what}")
-        time.sleep(0.02)
 
 
 def read_pid(path: Path) -> int:

@@ -26,9 +26,9 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import cli_env, end_processes, run_cli, start_gateway, write_plugin
+from conftest import cli_env, end_processes, run_cli, start_gateway, until, write_plugin
 from redis_server import RedisServer
-from test_gateway import ChatClient, ChatServer, platform_plugin, until
+from test_gateway import ChatClient, ChatServer, platform_plugin
 
 from kernel.testing import write_script
 

@@ -18,8 +18,7 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from conftest import end_processes, start_gateway, write_plugin
-from test_gateway import until
+from conftest import end_processes, start_gateway, until, write_plugin
 from test_gateway_scale import ECHO_PLUGIN, REPLY
 
 from kernel.testing import write_script

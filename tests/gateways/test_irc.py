@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import CLI, DEBS, cli_env, echo_bot, find_program
+from conftest import CLI, DEBS, cli_env, echo_bot, find_program, until
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
@@ -289,14 +289,6 @@ class RawClient:
             await asyncio.gather(self._task, return_exceptions=True)
 
 
-async def wait_until(condition: Callable[[], bool], what: str, timeout: float = DEADLINE) -> None:
-    end = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > end:
-            pytest.fail(f"timed out waiting until {what}")
-        await asyncio.sleep(0.05)
-
-
 # -- the adapter, as the plugin makes it --------------------------------------------------------
 
 
@@ -421,7 +413,7 @@ def test_the_bot_joins_answers_addressed_and_private_messages_and_sends_clean_pa
             assert await bot.connect() is True
             assert bot.is_connected and bot.nick == "hermesbot"
             await alice.expect(bot_joined("hermesbot"), since=mark)
-            await wait_until(lambda: CHANNEL in bot.joined, "the bot saw its own JOIN")
+            await until(lambda: CHANNEL in bot.joined, "the bot saw its own JOIN")
 
             # Addressed in the channel: reaches the handler, and the answer comes back to alice.
             mark = alice.mark()
@@ -500,7 +492,7 @@ def test_the_bot_joins_answers_addressed_and_private_messages_and_sends_clean_pa
 
             # ngIRCd pings an idle client after 5 s and drops it 5 s after an unanswered PING:
             # a second PING means the first PONG was accepted, on the same connection.
-            await wait_until(lambda: bot.pings_answered >= 2, "the server pinged the bot twice", timeout=40)
+            await until(lambda: bot.pings_answered >= 2, "the server pinged the bot twice", deadline=40)
             assert bot.is_connected and bot.connections == 1
 
             mark = alice.mark()
@@ -606,18 +598,18 @@ def test_the_bot_reconnects_and_rejoins_after_a_server_restart(
         alice = await RawClient(ircd.port, "alice").connect()
         try:
             assert await bot.connect()
-            await wait_until(lambda: CHANNEL in bot.joined, "the bot joined")
+            await until(lambda: CHANNEL in bot.joined, "the bot joined")
             assert bot.connections == 1
 
             await asyncio.to_thread(ircd.stop)
-            await wait_until(lambda: not bot.is_connected, "the bot noticed the server went away")
+            await until(lambda: not bot.is_connected, "the bot noticed the server went away")
             failed = await bot.send(CHANNEL, "is anyone there?")
             assert not failed.success and failed.retryable, failed
             await alice.close()
 
             await asyncio.to_thread(ircd.start)
-            await wait_until(lambda: bot.is_connected and bot.connections == 2, "the bot reconnected")
-            await wait_until(lambda: CHANNEL in bot.joined, "the bot joined its channel again")
+            await until(lambda: bot.is_connected and bot.connections == 2, "the bot reconnected")
+            await until(lambda: CHANNEL in bot.joined, "the bot joined its channel again")
             alice = await RawClient(ircd.port, "alice").connect()
             alice.send(f"JOIN {CHANNEL}")
             await alice.expect(bot_joined("hermesbot"))  # listed in the channel's NAMES
@@ -650,15 +642,15 @@ def test_a_server_that_stops_answering_is_left_and_reconnected(
     async def scenario() -> None:
         try:
             assert await bot.connect()
-            await wait_until(lambda: CHANNEL in bot.joined, "the bot joined")
+            await until(lambda: CHANNEL in bot.joined, "the bot joined")
             os.kill(pid, signal.SIGSTOP)  # the socket stays open, but nothing answers any more
             try:
-                await wait_until(lambda: not bot.is_connected, "the bot gave up on the silent server")
+                await until(lambda: not bot.is_connected, "the bot gave up on the silent server")
                 assert "no answer from the server" in (bot.last_drop or ""), bot.last_drop
             finally:
                 os.kill(pid, signal.SIGCONT)
-            await wait_until(lambda: bot.is_connected and bot.connections == 2, "the bot reconnected")
-            await wait_until(lambda: CHANNEL in bot.joined, "the bot joined its channel again")
+            await until(lambda: bot.is_connected and bot.connections == 2, "the bot reconnected")
+            await until(lambda: CHANNEL in bot.joined, "the bot joined its channel again")
         finally:
             await bot.disconnect()
 
@@ -731,7 +723,7 @@ def test_tls_with_the_servers_certificate(tmp_path: Path, make_bot: Callable[...
     async def scenario() -> None:
         try:
             assert await good.connect(), good.last_error
-            await wait_until(lambda: CHANNEL in good.joined, "the bot joined over TLS")
+            await until(lambda: CHANNEL in good.joined, "the bot joined over TLS")
             assert good.connections == 1
             # Without the CA file the self-signed certificate is refused (verification is on by default).
             assert await untrusted.connect() is False
