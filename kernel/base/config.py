@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import state
 from .safe_yaml import MAX_CONFIG_BYTES, MAX_DOTENV_BYTES, load_json, load_yaml, read_bounded, yaml_problem
 
 TRUTHY = frozenset({"1", "true", "yes", "on"})
@@ -201,6 +200,8 @@ def _read_config(
     """The parsed ``config.yaml`` (the same text as last time is answered from the cache), and what
     its schema check found (also cached by content, so an unchanged file never imports jsonschema)."""
     text = read_bounded(path, MAX_CONFIG_BYTES, "config.yaml")
+    from . import state  # with the first config.yaml read: `import kernel` reads no cache
+
     digest = state.text_digest(text)
     hit, data = state.cached_config(home, digest)
     if not hit:
@@ -225,6 +226,8 @@ def _checked(
     later: list[Callable[[], object]] | None,
     schema: ConfigSchema,
 ) -> list[ConfigNote]:
+    from . import state
+
     # The result depends on the text, on where the file is (the fixes name it) and on the schema.
     declared = state.text_digest(repr((schema.modules, schema.owned)))
     key = f"{digest}:{schema.stamp()}:{declared}:{path}"

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from ..base.config import profile_name
-from ..base.settings import get_setting, write_setting
 from .hooks import NORMAL, Callback
 from .plugin_manager import PluginError
 
@@ -234,6 +233,8 @@ class PluginContext:
 
     def get_config(self, key: str, default: Any = None) -> Any:
         """``plugins.entries.<plugin_id>.settings.<key>`` (dotted), or ``default``."""
+        from ..base.settings import get_setting
+
         return copy.deepcopy(get_setting(self._kernel.config, self.plugin_id, key, default))
 
     @_live
@@ -243,6 +244,8 @@ class PluginContext:
         A key that is not plain names joined by dots raises ``ValueError``: a
         plugin can change only its own settings.
         """
+        from ..base.settings import write_setting
+
         write_setting(self._kernel.home, self._kernel.config, self.plugin_id, key, copy.deepcopy(value))
 
     # -- ledger ------------------------------------------------------------------

@@ -8,17 +8,16 @@ import os
 import weakref
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from .. import hookspecs
-from ..base import environ, state
+from ..base import environ
 from ..base.config import hermes_marker, load_config, plugin_names, read_dotenv, resolve_home, section, truthy
 from ..base.environ import KernelEnviron
 from ..hookspecs import __version__
 from . import watchdog
 from .callbacks import OBSERVER_KEY, OBSERVER_SCHEMA_VERSION, contained
 from .hooks import Callback, HookEngine, Request, context_text, describe, plain_text, plugin_order
-from .loader import Loader, _gc_paused, claim_namespace, release_namespace
 from .plugin_manager import KernelPluginManager, PluginError
 from .records import (
     BLOCKED,
@@ -34,13 +33,9 @@ from .registry import PluginRegistry
 from .running import RUNNING
 from .service_host import ServiceHost
 from .services import Service, ServiceManager, config_schema_for
-from .sources.discovery import (
-    Candidate,
-    bundled_root,
-    merge_sources,
-    scan_entry_points,
-    scan_root,
-)
+
+if TYPE_CHECKING:
+    from .sources.discovery import Candidate
 
 #: Where the entry points of the installed distributions are remembered (see discovery.scan_entry_points).
 ENTRY_POINTS_CACHE = Path("cache") / "entry-points.json"
@@ -81,6 +76,9 @@ class Kernel:
         schema = config_schema_for(services)
         self.config, self.problems = load_config(self.home, config, self._remember, check=schema)
         self.debug = truthy(os.environ.get("HERMES_PLUGINS_DEBUG"))
+        from ..base import state
+        from .loader import Loader, claim_namespace  # with the first kernel: `import kernel` loads neither
+
         self._namespace = claim_namespace()
         from ..base.log import KernelLogging  # with the first kernel: `import kernel` loads no logging
 
@@ -175,6 +173,8 @@ class Kernel:
 
     def load(self) -> list[PluginInfo]:
         """Discover and register every plugin; idempotent; never raises for a bad plugin."""
+        from .loader import _gc_paused
+
         with self._lock:
             if self._loaded or self._closed:
                 return self.plugins
@@ -209,6 +209,8 @@ class Kernel:
 
     def save_plugin_state(self) -> None:
         """Save the plugin list of this load for :meth:`cached_plugins` (the CLI does, after loading)."""
+        from ..base import state
+
         with self._lock:
             if not self._loaded or self._closed:
                 return
@@ -226,6 +228,8 @@ class Kernel:
         Reads manifests but imports no plugin code; ``None`` when there is no
         saved list or something changed (then call :meth:`load`).
         """
+        from ..base import state
+
         merged, refused = self.discover()
         saved = state.load(self.home, self._fingerprint(merged, refused))
         if saved is None:
@@ -248,6 +252,8 @@ class Kernel:
         listed from the last load, when there was one.  ``discovered`` is what :meth:`discover`
         returned, for a caller that needs the candidates too (discovery is then not done twice).
         """
+        from ..base import state
+
         if not self._loaded:  # required variables set in <home>/.env count, as they do for load()
             self.environ.dotenv = read_dotenv(self.home)
         merged, refused = discovered if discovered is not None else self.discover()
@@ -287,10 +293,14 @@ class Kernel:
 
     def discover(self) -> tuple[dict[str, Candidate], list[Candidate]]:
         """The winning candidate of each key, and the refused ones; reads manifests, imports nothing."""
+        from .sources.discovery import merge_sources
+
         return merge_sources(self._scan_sources(), self.log)
 
     def _scan_sources(self) -> list[list[Candidate]]:
         """Every plugin candidate of every source, source by source (bundled, user, project, entry points)."""
+        from .sources.discovery import bundled_root, scan_entry_points, scan_root
+
         cache = self._manifests
         if self.write_caches:
             with contextlib.suppress(OSError):
@@ -312,6 +322,8 @@ class Kernel:
 
     def _fingerprint(self, merged: dict[str, Candidate], refused: list[Candidate]) -> str:
         """What the outcome of a load depends on, for :mod:`kernel.state`."""
+        from ..base import state
+
         env_names = {v.name for c in merged.values() if c.manifest for v in c.manifest.requires_env}
         dotenv = read_dotenv(self.home)
         present = sorted(n for n in env_names if self.environ.get(n) or dotenv.get(n))
@@ -335,6 +347,8 @@ class Kernel:
         again (unless something changed them meanwhile), or passed to another
         live kernel whose ``.env`` sets them (see :mod:`kernel.environ`).
         """
+        from .loader import release_namespace
+
         with self._lock:
             if self._closed:
                 return

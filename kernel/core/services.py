@@ -25,7 +25,6 @@ import pluggy
 
 from ..base.config import ConfigSchema
 from .context import PluginContext
-from .sources.discovery import bundled_root
 
 if TYPE_CHECKING:
     from ..base.environ import KernelEnviron
@@ -144,6 +143,8 @@ def config_schema_for(services: Iterable[Service] | None = None) -> ConfigSchema
     declared fragments, and the sections of those services as theirs to check."""
     chosen = _builtins if services is None else services
     owned = sorted({key for service in chosen for key in service.sections})
+    from .sources.discovery import bundled_root
+
     root = bundled_root()
     files = tuple((section, str(root / file)) for section, file in _bundled_schemas)
     return ConfigSchema(modules=tuple(_config_schemas), owned=tuple(owned), files=files)

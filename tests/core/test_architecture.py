@@ -141,11 +141,12 @@ def test_a_service_nobody_asks_for_is_not_imported(tmp_path: Path) -> None:
 
 
 def test_import_kernel_loads_no_logging_and_no_service() -> None:
-    """``import kernel`` costs the core: logging (the stdlib's and the kernel's) comes with the first
-    kernel, a service with its first use."""
+    """``import kernel`` costs the core: logging (the stdlib's and the kernel's), the loader, discovery and
+    the caches come with the first kernel, a service with its first use."""
     code = (
         "import sys, kernel; "
         "print(sorted(m for m in sys.modules if m == 'logging' or m.startswith(('kernel.base.log', "
+        "'kernel.base.state', 'kernel.base.settings', 'kernel.core.loader', 'kernel.core.sources', "
         "'structlog', 'kernel.tools', 'kernel.providers', 'kernel.gateway', 'jsonschema'))))"
     )
     proc = subprocess.run(
