@@ -189,14 +189,14 @@ class ManifestCache:
             self._dirty = True
 
     def save(self) -> None:
-        """Write the cache back if it changed, without the entries of files no longer seen."""
+        """Write the cache back if it changed, without the entries of files no longer seen; then let the
+        parsed entries go (a kernel scans once per load: they would stay in memory for nothing)."""
         entries = self._read()
-        if not self._dirty and set(entries) <= self._used:
-            return
-        kept = {k: v for k, v in entries.items() if k in self._used}
-        self._entries, self._dirty = kept, False
-        if self.path.parent.is_dir():  # made by a command that saves its load, never by --help alone
-            write_atomic(self.path, json.dumps({"format": FORMAT, "entries": kept}))
+        if self._dirty or not set(entries) <= self._used:
+            kept = {k: v for k, v in entries.items() if k in self._used}
+            if self.path.parent.is_dir():  # made by a command that saves its load, never by --help alone
+                write_atomic(self.path, json.dumps({"format": FORMAT, "entries": kept}))
+        self._entries, self._used, self._dirty = None, set(), False
 
 
 def _faithful(data: Any) -> bool:

@@ -54,6 +54,22 @@ def test_an_unchanged_manifest_is_read_from_the_cache(home: Path, parses: list[s
     assert len(parses) == 1  # not parsed again
 
 
+def test_a_kernel_lets_the_parsed_cache_go_and_a_second_scan_still_uses_the_file(
+    home: Path, parses: list[str]
+) -> None:
+    """The cache's entries are held only while plugins are scanned (500 plugins' parsed manifests would
+    stay in memory for the kernel's life); a later scan of the same kernel reads the file again."""
+    directory = write_plugin(home / "plugins", "cached", CODE, manifest={"name": "cached"})
+    age(directory / "plugin.yaml")
+    load(home).shutdown()
+    assert len(parses) == 1
+    k = load(home)
+    assert k._manifests._entries is None
+    merged, _refused = k.discover()
+    assert "cached" in merged and len(parses) == 1  # read from the file, not parsed
+    k.shutdown()
+
+
 def test_an_edited_manifest_is_parsed_again(home: Path, parses: list[str]) -> None:
     directory = write_plugin(
         home / "plugins", "edited", CODE, manifest={"name": "edited", "version": "1.0.0"}
