@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..base.config import load_config
+from .context import ContextKernel
 from .hooks import HookEngine
 from .records import _Record
 
@@ -28,13 +29,10 @@ if TYPE_CHECKING:
 PluginRecord = _Record
 
 
-class HostedKernel(Protocol):
-    """What :class:`ServiceHost` uses of the kernel (the core's own members; the kernel has them)."""
+class HostedKernel(ContextKernel, Protocol):
+    """What :class:`ServiceHost` uses of the kernel besides what a plugin's context uses (the core's own
+    members; the kernel has them)."""
 
-    @property
-    def home(self) -> Path: ...
-    @property
-    def _hooks(self) -> HookEngine: ...
     @property
     def _registry(self) -> PluginRegistry: ...
     @property
@@ -46,11 +44,7 @@ class HostedKernel(Protocol):
     @property
     def _lendable(self) -> list[SharedRLock]: ...
     @property
-    def _closed(self) -> bool: ...
-    @property
     def _env_token(self) -> object: ...
-    @property
-    def _namespace(self) -> str: ...
     @property
     def _config_override(self) -> dict[str, Any] | None: ...
     def _config_problem(self, problem: str) -> None: ...
