@@ -9,8 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
+from .base.safe_yaml import load_yaml, read_bounded
 from .core.api import kernel_of, on_rollback, record_of
 from .core.context import ServiceContext, live
 from .core.services import serviceimpl
@@ -21,6 +20,8 @@ if TYPE_CHECKING:
 
 SKILL_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 SKILL_FILE = "SKILL.md"
+# A SKILL.md is read whole into a chat (skill_view): larger ones are refused, named.
+MAX_SKILL_BYTES = 1024 * 1024
 
 VIEW_SCHEMA = {
     "name": "skill_view",
@@ -132,7 +133,7 @@ class SkillRegistry:
     def view(self, name: str) -> str:
         """The text of a skill; a plugin skill starts with a banner naming its siblings."""
         skill = self.get(name)
-        text = skill.path.read_text(encoding="utf-8")
+        text = read_bounded(skill.path, MAX_SKILL_BYTES, SKILL_FILE)
         if skill.plugin is None:
             return text
         siblings = [s.qualified_name for s in self.all() if s.plugin == skill.plugin and s.name != skill.name]
@@ -156,7 +157,7 @@ class SkillRegistry:
 def _description(file: Path) -> str:
     """The ``description`` of a SKILL.md front matter, or ""."""
     try:
-        text = file.read_text(encoding="utf-8")
+        text = read_bounded(file, MAX_SKILL_BYTES, SKILL_FILE)
     except (OSError, UnicodeDecodeError):
         return ""
     if not text.startswith("---"):
@@ -164,9 +165,11 @@ def _description(file: Path) -> str:
     end = text.find("\n---", 3)
     if end < 0:
         return ""
+    import yaml  # only once a skill has front matter: a start-up without skills never needs it
+
     try:
-        meta = yaml.safe_load(text[3:end])
-    except yaml.YAMLError:
+        meta = load_yaml(text[3:end])
+    except (yaml.YAMLError, RecursionError):
         return ""
     value = meta.get("description") if isinstance(meta, dict) else None
     return value.strip() if isinstance(value, str) else ""

@@ -14,6 +14,7 @@ are the moments of the kernel's lifecycle.  The list of built-in services is
 from __future__ import annotations
 
 import importlib
+import os
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -63,7 +64,8 @@ class Service:
     sections: tuple[str, ...] = ()
     #: Environment variables whose presence attaches it at ``load()`` (the plugin-list cache keys on them).
     env: tuple[str, ...] = ()
-    #: Folders of the home whose presence attaches it at ``load()`` (and whose contents the cache keys on).
+    #: Folders of the home that attach it at ``load()`` when they hold anything (an empty one, as Hermes
+    #: makes them in every home, asks for nothing); the saved plugin list keys on their contents.
     paths: tuple[str, ...] = ()
     #: Hooks of the kernel's hookspecs that, once a plugin implements one, attach it.
     plugin_hooks: tuple[str, ...] = ()
@@ -78,8 +80,19 @@ class Service:
             self.at_load
             or any(kernel.config.get(key) is not None for key in self.sections)
             or any(kernel.environ.get(name) for name in self.env)
-            or any((kernel.home / path).exists() for path in self.paths)
+            or any(_holds_anything(kernel.home / path) for path in self.paths)
         )
+
+
+def _holds_anything(path: Path) -> bool:
+    """Whether ``path`` is a file, or a folder with at least one entry."""
+    try:
+        with os.scandir(path) as entries:
+            return next(entries, None) is not None
+    except NotADirectoryError:
+        return True
+    except OSError:
+        return False
 
 
 class ServiceHooks:

@@ -13,9 +13,12 @@ import os
 import subprocess
 import sys
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 
 from conftest import run_probe
+
+from kernel import Kernel
 
 REPO = Path(__file__).resolve().parents[2]
 KERNEL = REPO / "kernel"
@@ -138,6 +141,25 @@ def test_a_service_nobody_asks_for_is_not_imported(tmp_path: Path) -> None:
     assert report["services"] == ["compat"]
     imported = {m.split(".")[1] for m in report["modules"] if m.startswith(SERVICE_PACKAGES)}
     assert imported == {"compat"}, sorted(imported)
+
+
+def test_the_empty_folders_hermes_makes_in_a_home_attach_nothing(
+    make_kernel: Callable[..., Kernel], home: Path
+) -> None:
+    """Hermes makes ``skills/``, ``hooks/``... in every home it touches: empty, they ask for no service at
+    ``load()``; a skill or a hook folder in them does."""
+    for folder in ("skills", "hooks", "memories", "cron", "sessions"):
+        (home / folder).mkdir()
+    assert make_kernel().services == ["compat"]
+    (home / "skills" / "deploy").mkdir()
+    (home / "skills" / "deploy" / "SKILL.md").write_text(
+        "---\ndescription: Ship it.\n---\n", encoding="utf-8"
+    )
+    (home / "hooks" / "note").mkdir()
+    k = make_kernel()
+    assert {"skills", "event_hooks"} <= set(k.services)
+    assert [s.name for s in k.skills.all()] == ["deploy"]
+    assert "skill_view" in k.tools
 
 
 def test_import_kernel_loads_no_logging_and_no_service() -> None:
