@@ -361,8 +361,12 @@ class Kernel:
                     error = f"{type(exc).__name__}: {exc}"
                     self.log.warning("surface_close_failed", surface=name, error=error)
             self._services.hook.service_shutdown(kernel=self)
-            for name in list(self._records):
-                self._registry.drop(name)
+            # Each hook's chain is compiled once, not once per plugin dropped; the plugins' modules leave
+            # sys.modules with the namespace (release_namespace), in one pass.
+            self._loader.evict_each = False
+            with self._hooks.batch():
+                for name in list(self._records):
+                    self._registry.drop(name)
             environ.release(self._env_token)
             self._hooks.close()
             self._logging.close()

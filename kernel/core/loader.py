@@ -104,6 +104,9 @@ class Loader:
         self.loaded = False
         #: Set once the deferred (model provider) plugins were asked for: load() then imports them all.
         self.deferred_wanted = False
+        #: Whether unloading a plugin takes its modules out of ``sys.modules`` (a shutdown takes the
+        #: whole namespace out at once instead: :func:`release_namespace`).
+        self.evict_each = True
 
     def load_candidate(self, cand: Candidate, disabled: Choice) -> None:
         existing = self._records.get(cand.key)
@@ -481,7 +484,7 @@ class Loader:
             record.platforms,
         ):
             registered.clear()
-        if record.module_name:
+        if record.module_name and self.evict_each:
             _evict_modules(record.module_name)
 
     # -- plugins that join after load() ----------------------------------------------
@@ -556,10 +559,10 @@ def claim_namespace() -> str:
 
 
 def release_namespace(name: str) -> None:
-    """Give ``name`` (from :func:`claim_namespace`) back, with its package module."""
+    """Give ``name`` (from :func:`claim_namespace`) back, with its package module and its plugins'."""
     with _namespace_lock:
         _namespaces_in_use.discard(name)
-    sys.modules.pop(name, None)
+    _evict_modules(name)
 
 
 def _call_register(register: Any, ctx: PluginContext, run_sync: Any) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import types
 from collections.abc import Callable
 from pathlib import Path
@@ -741,6 +742,35 @@ def test_shutdown_removes_callbacks(
     assert k.pre_llm_context(user_message="x") == ""
     assert asyncio.run(k.ainvoke_hook("on_session_start", **SESSION)) == []
     k.shutdown()  # idempotent
+
+
+def test_shutdown_compiles_each_hook_once_and_takes_every_plugin_module_out(
+    plugin_dir: Callable[..., Path], make_kernel: Callable[..., Kernel], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Dropping 30 plugins recompiles each hook's chain once (not once per plugin: quadratic in the
+    plugins), and no module of the kernel's plugins, nor a submodule one imported, stays imported."""
+    from kernel.core.hooks import HookEngine
+
+    for i in range(30):
+        plugin_dir(
+            f"p{i:02d}",
+            "from . import helper\n\ndef register(ctx):\n"
+            "    ctx.register_hook('pre_llm_call', lambda **kw: helper.TEXT)\n"
+            "    ctx.register_hook('post_tool_call', lambda **kw: None)\n",
+            files={"helper.py": f"TEXT = 'from p{i:02d}'\n"},
+        )
+    k = make_kernel()
+    assert len(k.invoke_hook("pre_llm_call", user_message="x")) == 30
+    namespace = k.host.namespace
+    assert f"{namespace}.p07.helper" in sys.modules
+    compiled: list[str] = []
+    original = HookEngine._compile
+    monkeypatch.setattr(
+        HookEngine, "_compile", lambda self, hook: (compiled.append(hook), original(self, hook))
+    )
+    k.shutdown()
+    assert sorted(compiled) == sorted(set(compiled)) and {"pre_llm_call", "post_tool_call"} <= set(compiled)
+    assert [m for m in sys.modules if m == namespace or m.startswith(namespace + ".")] == []
 
 
 # --------------------------------------------------------------------------
