@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from importlib import metadata
 
-from .manifest import Manifest, ManifestError, find_manifest, load_manifest
+from .manifest import Manifest, ManifestError, find_manifest_stat, load_manifest
 
 # One level of category folders: <root>/<category>/<name>/ has key "<category>/<name>".  In these,
 # a folder with only an ``__init__.py`` is a plugin too; any other category needs manifests.
@@ -84,12 +84,12 @@ def scan_root(root: Path, source: str, log: Any, cache: Any = None) -> list[Cand
         return []
     found: list[Candidate] = []
     for child in _subdirs(root, log):
-        manifest_file = find_manifest(child)
-        if manifest_file is not None:
-            found.append(_candidate(child, manifest_file, source, None, cache))
+        manifest = find_manifest_stat(child)
+        if manifest is not None:
+            found.append(_candidate(child, manifest, source, None, cache))
         elif child.name in CATEGORIES:
             for grandchild in _subdirs(child, log):
-                grand_manifest = find_manifest(grandchild)
+                grand_manifest = find_manifest_stat(grandchild)
                 if grand_manifest is not None or (grandchild / "__init__.py").is_file():
                     found.append(_candidate(grandchild, grand_manifest, source, child.name, cache))
                 else:
@@ -103,9 +103,9 @@ def scan_root(root: Path, source: str, log: Any, cache: Any = None) -> list[Cand
         else:
             # Any other folder is a category too, as in Hermes (``plugins/video_gen/x``), whose
             # plugins must then have a manifest; a folder of neither kind is skipped.
-            inner = [g for g in _subdirs(child, log) if find_manifest(g) is not None]
-            for grandchild in inner:
-                found.append(_candidate(grandchild, find_manifest(grandchild), source, child.name, cache))
+            inner = [(g, m) for g in _subdirs(child, log) if (m := find_manifest_stat(g)) is not None]
+            for grandchild, grand_manifest in inner:
+                found.append(_candidate(grandchild, grand_manifest, source, child.name, cache))
             if not inner:
                 log.debug("skip", path=str(child), reason="no plugin.yaml, __init__.py or plugins with one")
     log.debug("source_scanned", source=source, root=str(root), plugins=len(found))
@@ -348,7 +348,11 @@ def merge_sources(groups: list[list[Candidate]], log: Any) -> tuple[dict[str, Ca
 
 
 def _candidate(
-    directory: Path, manifest_file: Path | None, source: str, category: str | None, cache: Any = None
+    directory: Path,
+    manifest_file: tuple[Path, os.stat_result] | None,
+    source: str,
+    category: str | None,
+    cache: Any = None,
 ) -> Candidate:
     default = directory.name
     manifest: Manifest | None = None
@@ -357,7 +361,7 @@ def _candidate(
         manifest = Manifest(name=default, path=None)
     else:
         try:
-            manifest = load_manifest(manifest_file, default, cache)
+            manifest = load_manifest(manifest_file[0], default, cache, manifest_file[1])
         except ManifestError as exc:
             error = f"invalid manifest: {exc}"
     if category is not None:

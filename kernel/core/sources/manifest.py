@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import copy
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from stat import S_ISREG
 from typing import TYPE_CHECKING, Any
 
 from ...base.safe_yaml import MAX_MANIFEST_BYTES, load_yaml, read_bounded, yaml_problem
@@ -83,18 +85,33 @@ def find_manifest(directory: Path) -> Path | None:
     return None
 
 
-def load_manifest(path: Path, default_name: str, cache: Any = None) -> Manifest:
+def find_manifest_stat(directory: Path) -> tuple[Path, os.stat_result] | None:
+    """As :func:`find_manifest`, with the file's ``os.stat`` (for :func:`load_manifest`'s cache)."""
+    base = os.fspath(directory)
+    for name in MANIFEST_NAMES:
+        try:
+            stat = os.stat(os.path.join(base, name))
+        except (OSError, ValueError):
+            continue
+        if S_ISREG(stat.st_mode):
+            return directory / name, stat
+    return None
+
+
+def load_manifest(
+    path: Path, default_name: str, cache: Any = None, stat: os.stat_result | None = None
+) -> Manifest:
     """Read and validate ``path``; raise :class:`ManifestError` on any problem.
 
     ``cache`` (a :class:`~kernel.base.state.ManifestCache`) answers for a file
-    that has not changed since it was last parsed.
+    that has not changed since it was last parsed (``stat``: its ``os.stat``, when the caller has it).
     """
-    stat = None
-    if cache is not None:
+    if cache is not None and stat is None:
         try:
             stat = path.stat()
         except OSError as exc:
             raise ManifestError(path, f"cannot read the file: {exc}") from None
+    if cache is not None and stat is not None:
         hit, data = cache.get(path, stat)
         if hit:
             return parse_manifest(data, path, default_name)
