@@ -12,8 +12,8 @@
   time of ``Kernel(home)`` + ``load()`` against Hermes' ``PluginManager()`` +
   ``discover_and_load()``, and the process's peak RSS after it.
 
-Targets (issue 15): ``plugins list`` <= 0.25x Hermes, load of 500 <= 0.25x
-Hermes, RSS <= Hermes.  Without ``--peer-python`` only our figures are shown.
+Targets (issues 15 and 30): ``plugins list`` <= 0.25x Hermes, load of 500 <= 0.25x
+Hermes, peak RSS <= 0.75x Hermes.  Without ``--peer-python`` only our figures are shown.
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ from pathlib import Path
 from typing import Any
 
 RATIO_TARGET = 0.25
+# Peak RSS after the load of 500, against Hermes' (issue 30).
+RSS_TARGET = 0.75
 
 LIST_PLUGIN = """\
 def register(ctx):
@@ -238,7 +240,7 @@ def bench_startup(
             out["met"] = {
                 "plugins_list": out["ratios"]["plugins_list"] <= RATIO_TARGET,
                 "load": out["ratios"]["load"] <= RATIO_TARGET,
-                "rss": out["ratios"]["rss"] <= 1.0,
+                "rss": out["ratios"]["rss"] <= RSS_TARGET,
             }
         return out
     finally:
@@ -261,7 +263,7 @@ def print_startup(startup: dict[str, Any]) -> None:
         print(f"startup  {label:<40} {value:9.1f} ms")
     for side, figures in load.items():
         print(f"startup  {side + ': peak RSS after the load':<40} {figures['rss_mb']:9.1f} MB")
-    for key, target in (("plugins_list", RATIO_TARGET), ("load", RATIO_TARGET), ("rss", 1.0)):
+    for key, target in (("plugins_list", RATIO_TARGET), ("load", RATIO_TARGET), ("rss", RSS_TARGET)):
         if "ratios" in startup:
             mark = "met" if startup["met"][key] else "NOT met"
             print(
