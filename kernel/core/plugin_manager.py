@@ -60,6 +60,9 @@ class KernelPluginManager(pluggy.PluginManager):
         self.registry = registry
         self.engine: HookEngine  # set by the kernel right after
         self.load_group: GroupLoader = _no_groups
+        # The name each object add_object put in was given: whether an object is registered is then
+        # one lookup, not a scan of every plugin (a load of n plugins would be quadratic).
+        self._names_of: dict[int, str] = {}
 
     # -- calling ---------------------------------------------------------------
 
@@ -138,12 +141,19 @@ class KernelPluginManager(pluggy.PluginManager):
         """Put ``plugin`` in the registry under ``name``: with pluggy's impl scan, or bare (no impls)."""
         if scan:
             pluggy.PluginManager.register(self, plugin, name)
-            return
-        if name in self._name2plugin:
-            raise ValueError(f"Plugin name already registered: {name}={plugin}")
-        if plugin in self._name2plugin.values():
-            raise ValueError(f"Plugin already registered under a different name: {name}={plugin}")
-        self._name2plugin[name] = plugin
+        else:
+            if name in self._name2plugin:
+                raise ValueError(f"Plugin name already registered: {name}={plugin}")
+            if self.holds(plugin):
+                raise ValueError(f"Plugin already registered under a different name: {name}={plugin}")
+            self._name2plugin[name] = plugin
+        self._names_of[id(plugin)] = name
+
+    def holds(self, plugin: object) -> bool:
+        """Whether ``plugin`` is registered (under any name)."""
+        name = self._names_of.get(id(plugin))
+        # An entry whose object left (pluggy's unregister, a block) is stale: the name says so.
+        return name is not None and self._name2plugin.get(name) is plugin
 
     def swap_object(self, name: str, old: object, new: object, scan: bool) -> bool:
         """Register ``new`` under ``name`` in place of ``old`` (a handle without impls).
@@ -171,8 +181,9 @@ class KernelPluginManager(pluggy.PluginManager):
 
     def remove_object(self, plugin: object) -> None:
         """Take ``plugin`` out of the registry, with its impls, when it is there (nothing else)."""
-        if plugin in self._name2plugin.values():  # checked in C; pluggy's get_name is a Python loop
+        if self.holds(plugin):
             pluggy.PluginManager.unregister(self, plugin)
+            self._names_of.pop(id(plugin), None)
 
     def unregister(self, plugin: object | None = None, name: str | None = None) -> Any | None:
         """Unregister a plugin and everything it registered with the kernel (tools, commands...)."""

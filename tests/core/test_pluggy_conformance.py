@@ -649,6 +649,22 @@ def test_duplicate_names_and_objects_are_refused(host: Host) -> None:
     assert call_collect(host) == ["first:1"]
 
 
+def test_an_object_unregistered_or_blocked_can_be_registered_again(host: Host) -> None:
+    """The same object under a new name once it left (unregistered, its name blocked); never twice."""
+    plugin = collector("again")
+    assert host.pm.register(plugin, name="first") == "first"
+    host.pm.unregister(name="first")
+    assert host.pm.register(plugin, name="second") == "second"
+    host.pm.set_blocked("second")
+    assert not host.pm.is_registered(plugin)
+    assert host.pm.register(plugin, name="third") == "third"
+    with pytest.raises(ValueError):
+        host.pm.register(plugin, name="fourth")
+    assert call_collect(host) == ["again:1"]
+    host.pm.unregister(plugin)
+    assert call_collect(host) == []
+
+
 # --------------------------------------------------------------------------
 # Hooks without a spec
 # --------------------------------------------------------------------------
