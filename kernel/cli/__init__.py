@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .. import Kernel
 from ..base.safe_yaml import DataRefused, load_json
 from ..core.records import DISABLE_VARIABLE, NO_PLUGINS_VARIABLE, matches_for_run, run_choice
-from . import chat, completion, doctor, gateway, hooks, install, logs, mcp, offered, output
+from . import completion, output
 from . import plugins as plugins_group
 from .common import HookFailures, Parser, discover, loaded_kernel
 from .output import EscapingStream
@@ -27,15 +28,17 @@ HELP_OPTIONS = ("-h", "--help")
 
 def main(argv: Sequence[str] | None = None) -> int:
     output.setup_streams()
-    parser, commands = _parser()
     from_environment = _names_given(os.environ.get(DISABLE_VARIABLE))
-    argv = _take_run_options(list(sys.argv[1:] if argv is None else argv), set(commands.choices))
+    argv = _take_run_options(list(sys.argv[1:] if argv is None else argv), set(BUILTIN_COMMANDS))
     kernel: Kernel | None = None
     argv, no_color = _take_no_color(argv)
     output.configure(no_color=no_color)
     options = argv[: argv.index("--")] if "--" in argv else argv
     first = next((a for a in options if not a.startswith("-")), None)
     completing = completion.requested()
+    # A command of the CLI's own is parsed by its part of the parser only (and only its module is
+    # imported); help, completion and plugins' commands need the whole of it.
+    parser, commands = _parser(first if first in BUILTIN_COMMANDS and not completing else None)
     # Only help, the version or completions: nothing is written into the home.
     only_prints = completing or first is None or any(a in HELP_OPTIONS for a in options)
     # The command the line names: a plugin's (not one of the CLI's own) needs the plugins loaded; no
@@ -43,7 +46,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # the last load, importing no plugin code.
     named = completion.typed_command() if completing else first
     before_command = options[: options.index(first)] if first is not None else options
-    wanted = named is not None and named not in commands.choices
+    wanted = named is not None and named not in BUILTIN_COMMANDS
     listed = named is None and (completing or "--version" not in before_command)
     streams = sys.stdout, sys.stderr
     if first != "chat":  # the chat is interactive; everything else is text a plugin may have written
@@ -102,7 +105,8 @@ def _prints_json(args: argparse.Namespace) -> bool:
     """Whether the command's stdout is JSON that plugins' output must stay out of (``logs --json``
     runs no plugin code and streams: it prints as it goes)."""
     handler = getattr(args, "handler", None)
-    if handler is logs.logs_command:
+    logs = sys.modules.get(f"{__name__}.logs")  # imported if its command is the one run
+    if logs is not None and handler is logs.logs_command:
         return False
     return bool(getattr(args, "json", False)) or handler is _tools_call
 
@@ -131,6 +135,8 @@ def version_line() -> str:
 
 def _add_offered_commands(parser: argparse.ArgumentParser, commands: Any) -> None:
     """List the plugins' commands as the last load saw them (see :mod:`.offered`); imports nothing."""
+    from . import offered
+
     kernel = Kernel()
     kernel.write_caches = False
     try:
@@ -284,7 +290,9 @@ def _report_run_disables(from_environment: list[str]) -> None:
             )
 
 
-def _parser() -> tuple[argparse.ArgumentParser, Any]:
+def _parser(command: str | None = None) -> tuple[argparse.ArgumentParser, Any]:
+    """The ``hermes-kernel`` parser: with ``command`` (one of :data:`BUILTIN_COMMANDS`) only the part
+    that parses that command, else every command."""
     parser = Parser(
         prog="hermes-kernel",
         description="A plugin kernel for AI agents, compatible with Hermes Agent plugins.",
@@ -309,7 +317,13 @@ def _parser() -> tuple[argparse.ArgumentParser, Any]:
         "--no-plugins", action="store_true", help="load no plugin for this run (also HERMES_NO_PLUGINS=1)"
     )
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
+    for names, add in _COMMAND_GROUPS:
+        if command is None or command in names:
+            add(commands)
+    return parser, commands
 
+
+def _add_plugins(commands: Any) -> None:
     plugins = commands.add_parser("plugins", help="list and inspect plugins")
     plugin_commands = plugins.add_subparsers(title="plugin commands", metavar="ACTION")
     listing = plugin_commands.add_parser("list", aliases=["ls"], help="list every plugin with its state")
@@ -319,7 +333,13 @@ def _parser() -> tuple[argparse.ArgumentParser, Any]:
     )
     listing.set_defaults(handler=plugins_group.plugins_list)
     plugins.set_defaults(handler=plugins_group.plugins_list, json=False, refresh=False)
+    plugins_group.add_commands(plugin_commands)
+    from . import install
 
+    install.add_commands(plugin_commands)
+
+
+def _add_tools(commands: Any) -> None:
     tools = commands.add_parser("tools", help="list and call tools")
     tool_commands = tools.add_subparsers(title="tool commands", metavar="ACTION")
     tool_list = tool_commands.add_parser("list", help="list the registered tools")
@@ -331,6 +351,8 @@ def _parser() -> tuple[argparse.ArgumentParser, Any]:
     tool_call.set_defaults(handler=_tools_call)
     tools.set_defaults(handler=_tools_list, json=False)
 
+
+def _add_providers(commands: Any) -> None:
     providers = commands.add_parser("providers", help="list the providers of every slot")
     provider_commands = providers.add_subparsers(title="provider commands", metavar="ACTION")
     provider_list = provider_commands.add_parser(
@@ -340,16 +362,31 @@ def _parser() -> tuple[argparse.ArgumentParser, Any]:
     provider_list.set_defaults(handler=_providers_list)
     providers.set_defaults(handler=_providers_list, json=False)
 
-    chat.add_commands(commands)
-    plugins_group.add_commands(plugin_commands)
-    install.add_commands(plugin_commands)
-    hooks.add_commands(commands)
-    logs.add_commands(commands)
-    doctor.add_commands(commands)
-    gateway.add_commands(commands)
-    mcp.add_commands(commands)
-    completion.add_commands(commands)
-    return parser, commands
+
+def _module_commands(module: str) -> Callable[[Any], None]:
+    """The ``add_commands`` of command module ``module`` of this package, imported when called."""
+
+    def add(commands: Any) -> None:
+        importlib.import_module(f"{__name__}.{module}").add_commands(commands)
+
+    return add
+
+
+#: The CLI's own commands, in the order help lists them, each group with what adds it to the parser.
+_COMMAND_GROUPS: tuple[tuple[tuple[str, ...], Callable[[Any], None]], ...] = (
+    (("plugins",), _add_plugins),
+    (("tools",), _add_tools),
+    (("providers",), _add_providers),
+    (("chat", "run", "demo"), _module_commands("chat")),
+    (("hooks",), _module_commands("hooks")),
+    (("logs",), _module_commands("logs")),
+    (("doctor",), _module_commands("doctor")),
+    (("gateway",), _module_commands("gateway")),
+    (("mcp",), _module_commands("mcp")),
+    (("completion",), _module_commands("completion")),
+)
+#: Every command of the CLI's own (a plugin's command may not take one of these names).
+BUILTIN_COMMANDS = frozenset(name for names, _add in _COMMAND_GROUPS for name in names)
 
 
 def _providers_list(args: argparse.Namespace) -> int:

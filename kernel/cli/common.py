@@ -142,7 +142,10 @@ class Parser(argparse.ArgumentParser):
     """
 
     def _get_formatter(self) -> argparse.HelpFormatter:
-        return _plain_formatter(cast(type, self.formatter_class))(prog=self.prog)
+        cls = _plain_formatter(cast(type, self.formatter_class))
+        if cls.__init__ is argparse.HelpFormatter.__init__:  # argparse's own: it would import shutil for this
+            return cast(argparse.HelpFormatter, cls(prog=self.prog, width=output.terminal_columns() - 2))
+        return cast(argparse.HelpFormatter, cls(prog=self.prog))
 
     def _check_value(self, action: argparse.Action, value: Any) -> None:
         choices = action.choices

@@ -87,16 +87,27 @@ def color_wanted() -> bool:
     return not _no_color_flag and not os.environ.get("NO_COLOR")
 
 
+def terminal_columns() -> int:
+    """The terminal's width, as ``shutil.get_terminal_size((80, 24)).columns`` tells it (``COLUMNS``,
+    then stdout's terminal, then 80), without importing shutil and the compressors it imports."""
+    try:
+        columns = int(os.environ.get("COLUMNS", ""))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns if columns > 0 else 80
+
+
 def mode() -> Mode:
     """This run's :class:`Mode`, decided at the first call (after :func:`configure`)."""
     global _mode
     if _mode is None:
         fancy = _capable(sys.stdout)
-        width = 80
-        if fancy:
-            import shutil
-
-            width = shutil.get_terminal_size((80, 24)).columns
+        width = terminal_columns() if fancy else 80
         _mode = Mode(rich=fancy, color=fancy and color_wanted(), width=width)
     return _mode
 
