@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any, TypeVar
 
-from .log import redact_text
+from .redact import redact_text
 
 T = TypeVar("T")
 

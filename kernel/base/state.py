@@ -261,7 +261,7 @@ def remember_check(home: Path, key: str, found: list[tuple[str, str, str]]) -> b
 
 def _holds_secret(value: Any, depth: int = 0) -> bool:
     """Whether a secret-named key (``api_key``, ``token``, ...) has a value anywhere in ``value``."""
-    from .log import is_secret_key
+    from .redact import is_secret_key
 
     if depth > 50:
         return True

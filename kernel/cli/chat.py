@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from .. import Kernel
-from ..base.log import redacted, shown
+from ..base.redact import redacted, shown
 from . import output
 from .common import HookFailures, left_off_notice
 
@@ -327,7 +327,7 @@ class Chat:
 
     def say(self, text: str = "") -> None:
         """Print ``text``: replies, plugin names and errors are text from outside, so control
-        characters are shown as escapes and URLs masked (see :func:`kernel.base.log.shown`)."""
+        characters are shown as escapes and URLs masked (see :func:`kernel.base.redact.shown`)."""
         self.out.write(shown(text) + "\n")
         self.out.flush()
 

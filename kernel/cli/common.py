@@ -143,7 +143,8 @@ class Parser(argparse.ArgumentParser):
 
     def _get_formatter(self) -> argparse.HelpFormatter:
         cls = _plain_formatter(cast(type, self.formatter_class))
-        if cls.__init__ is argparse.HelpFormatter.__init__:  # argparse's own: it would import shutil for this
+        # argparse's own __init__ would import shutil (and its compressors) for the width.
+        if vars(argparse.HelpFormatter)["__init__"] is getattr(cls, "__init__", None):
             return cast(argparse.HelpFormatter, cls(prog=self.prog, width=output.terminal_columns() - 2))
         return cast(argparse.HelpFormatter, cls(prog=self.prog))
 

@@ -23,7 +23,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..base.log import mask_urls, shown
+from ..base.redact import mask_urls, shown
 
 if TYPE_CHECKING:
     from rich.console import Console

@@ -68,9 +68,9 @@ def safe_text(fn: Callable[[Any], str], value: Any, limit: int = 500) -> str:
 
 
 def describe(exc: BaseException) -> str:
-    """One line for a failure: ``Type: message``, the message redacted (``kernel.base.log.redact_text``);
+    """One line for a failure: ``Type: message``, the message redacted (``kernel.base.redact.redact_text``);
     survives an ``__str__`` that raises."""
-    from ..base.log import redact_text
+    from ..base.redact import redact_text
 
     name = type(exc).__name__
     if issubclass(type(exc), SystemExit):

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from ..base.log import mask_url, mask_urls
+from ..base.redact import mask_url, mask_urls
 from ..base.safe_yaml import utf8_size
 from .sessions import read_json_object
 

@@ -464,7 +464,7 @@ class ProviderManager:
         ok, reason = profile.availability(config, self._kernel.environ)
         endpoint = ""
         if profile.api_mode != "scripted":
-            from ..base.log import mask_urls
+            from ..base.redact import mask_urls
 
             endpoint = mask_urls(str(profile.credentials(config, self._kernel.environ)[1] or ""))
         return ProviderStatus("model_provider", profile.name, plugin, active, ok, reason, endpoint)

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from kernel import Kernel
 from kernel.agent import AgentSession
-from kernel.base.log import is_secret_key, redact_text, redacted
+from kernel.base.redact import is_secret_key, redact_text, redacted
 from kernel.cli.chat import install_host_commands
 
 COMPOUNDS = [
@@ -184,7 +184,7 @@ def test_a_long_word_after_a_secret_is_redacted_in_linear_time() -> None:
     import sys
 
     code = (
-        "from kernel.base.log import redact_text\n"
+        "from kernel.base.redact import redact_text\n"
         "text = 'api_key=sk-live-0123456789abcdef seen ' + 'x' * 2_000_000 + ' token=abcdef123456'\n"
         "out = redact_text(text)\n"
         "assert 'sk-live' not in out and 'abcdef123456' not in out, out[:80]\n"

@@ -15,7 +15,7 @@ from conftest import agent_log
 
 from kernel import Kernel
 from kernel.agent import AgentSession
-from kernel.base.log import is_secret_key
+from kernel.base.redact import is_secret_key
 from kernel.cli.chat import install_host_commands
 
 LEAKED_BEFORE = [
@@ -93,7 +93,7 @@ def test_the_config_chat_command_hides_every_such_name(home: Path, bundled: Path
     ],
 )
 def test_urls_are_shown_without_their_credentials(url: str, shown: str) -> None:
-    from kernel.base.log import mask_url, mask_urls
+    from kernel.base.redact import mask_url, mask_urls
 
     assert mask_url(url) == shown
     assert mask_urls(f"request to {url} failed") == f"request to {shown} failed"

@@ -12,7 +12,7 @@ import base64
 import binascii
 from pathlib import Path
 
-from ...base.log import mask_url
+from ...base.redact import mask_url
 from ...providers import video_gen as _video_gen
 from ...providers.backend import download
 from ...providers.video_gen import (

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ...base.log import is_secret_key
+from ...base.redact import is_secret_key
 from .common import ENV_PREFIX, MAX_TRANSCRIPT_BYTES, TAIL_CHARS, SpeechError
 
 if TYPE_CHECKING:
