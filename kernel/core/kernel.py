@@ -5,10 +5,12 @@ from __future__ import annotations
 import contextlib
 import copy
 import os
+import sys
+import threading
 import weakref
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Self, cast
 
 from .. import hookspecs
 from ..base import environ
@@ -35,6 +37,7 @@ from .service_host import ServiceHost
 from .services import Service, ServiceManager, config_schema_for
 
 if TYPE_CHECKING:
+    from ..base.log import KernelLogging, LazyLogger
     from .sources.discovery import Candidate
 
 #: Where the entry points of the installed distributions are remembered (see discovery.scan_entry_points).
@@ -80,10 +83,11 @@ class Kernel:
         from .loader import Loader, claim_namespace  # with the first kernel: `import kernel` loads neither
 
         self._namespace = claim_namespace()
-        from ..base.log import KernelLogging  # with the first kernel: `import kernel` loads no logging
-
-        self._logging = KernelLogging(self.home, self.debug, self._namespace)
-        self.log = self._logging.logger
+        self._made_logging: KernelLogging | None = None
+        #: The kernel's logger (structlog's API); its loggers and handlers are made with the first
+        #: record anyone could see, or when plugins load (see :class:`_DeferredLog`).
+        deferred = _DeferredLog(lambda: self._logging.logger, self._log_unheard)
+        self.log: LazyLogger = cast("LazyLogger", deferred)
         for problem in self.problems:
             self.log.warning("config_problem", detail=problem)
 
@@ -171,6 +175,27 @@ class Kernel:
 
     # -- lifecycle -------------------------------------------------------------
 
+    @property
+    def _logging(self) -> KernelLogging:
+        """The kernel's loggers and handlers (:mod:`kernel.base.log`), made on first use; after
+        :meth:`shutdown`, made without handlers (records go where the host's logging sends them)."""
+        made = self._made_logging
+        if made is None:
+            from ..base.log import KernelLogging
+
+            with _LOGGING_LOCK:
+                made = self._made_logging
+                if made is None:
+                    made = KernelLogging(self.home, self.debug, self._namespace)
+                    if "_registry" in vars(self) and self._closed:  # (a config problem logs before it exists)
+                        made.close()
+                    self._made_logging = made
+        return made
+
+    def _log_unheard(self) -> bool:
+        """Whether a DEBUG or INFO record now would reach nobody (see :class:`_DeferredLog`)."""
+        return self._made_logging is None and not self.debug and "logging" not in sys.modules
+
     def load(self) -> list[PluginInfo]:
         """Discover and register every plugin; idempotent; never raises for a bad plugin."""
         from .loader import _gc_paused
@@ -179,6 +204,7 @@ class Kernel:
             if self._loaded or self._closed:
                 return self.plugins
             self._loader.loaded = True
+            self._logging  # noqa: B018 - the plugins' loggers get the kernel's handlers before their code runs
             self.environ.dotenv = read_dotenv(self.home)
             for name in environ.export(self._env_token, self.environ.dotenv):
                 self.log.warning(
@@ -369,7 +395,8 @@ class Kernel:
                     self._registry.drop(name)
             environ.release(self._env_token)
             self._hooks.close()
-            self._logging.close()
+            if self._made_logging is not None:
+                self._made_logging.close()
             release_namespace(self._namespace)
 
     def __enter__(self) -> Self:
@@ -666,3 +693,33 @@ def merge_context(results: list[Any]) -> str:
     except TypeError:  # a result that is not a string
         pass
     return "\n\n".join(piece for piece in map(context_text, results) if piece is not None)
+
+
+_LOGGING_LOCK = threading.Lock()
+_QUIET_METHODS = frozenset({"debug", "info"})
+
+
+class _DeferredLog:
+    """A kernel's logger before its loggers and handlers exist (``import logging`` and structlog
+    cost a CLI command that logs nothing, such as ``plugins list`` from the saved list).
+
+    A DEBUG or INFO record is dropped while nobody could see it (``unheard()``): the kernel's own
+    handlers take neither without ``HERMES_PLUGINS_DEBUG``, and a host's could only exist once
+    something imported ``logging``.  Anything else goes to ``real()``, the kernel's logger, made then.
+    """
+
+    __slots__ = ("_real", "_unheard")
+
+    def __init__(self, real: Callable[[], LazyLogger], unheard: Callable[[], bool]) -> None:
+        self._real, self._unheard = real, unheard
+
+    def debug(self, event: Any = None, *args: Any, **kw: Any) -> Any:
+        return None if self._unheard() else self._real().debug(event, *args, **kw)
+
+    def info(self, event: Any = None, *args: Any, **kw: Any) -> Any:
+        return None if self._unheard() else self._real().info(event, *args, **kw)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._real(), name)

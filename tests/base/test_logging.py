@@ -213,3 +213,59 @@ def test_falsy_debug_values_do_not_enable_debug(plugin_dir, home, bundled, monke
         k.log.warning("marker")
     assert "plugin_found" not in agent_log(home)
     assert "plugin_found" not in capfd.readouterr().err
+
+
+DEFERRED_PROBE = """
+import json, os, sys
+from pathlib import Path
+from kernel import Kernel
+home = Path(sys.argv[1])
+mode = sys.argv[2]
+if mode == "host-listens":
+    import logging
+    seen = []
+    class Keep(logging.Handler):
+        def emit(self, record):
+            seen.append(record.getMessage())
+    logging.getLogger("hermes_kernel").addHandler(Keep())
+    logging.getLogger("hermes_kernel").setLevel(logging.DEBUG)
+k = Kernel(home)
+k.discover()  # logs at DEBUG only
+before = "logging" in sys.modules
+if mode == "warning":
+    k.log.warning("probe_warning", detail="seen in agent.log")
+k.shutdown()
+print("PROBE " + json.dumps({
+    "logging_before": before,
+    "seen": seen if mode == "host-listens" else None,
+}))
+"""
+
+
+def _deferred(tmp_path: Path, home: Path, mode: str) -> dict:
+    import os
+
+    from conftest import run_probe
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HERMES_")}
+    env["HERMES_BUNDLED_PLUGINS"] = str(tmp_path / "no-bundled")
+    (tmp_path / "no-bundled").mkdir(exist_ok=True)
+    return run_probe(DEFERRED_PROBE, str(home), mode, cwd=tmp_path, env=env)
+
+
+def test_a_kernel_that_logs_nothing_anyone_sees_imports_no_logging(tmp_path: Path, home: Path) -> None:
+    """``Kernel()`` and a discovery (DEBUG records only) in a process that has not imported ``logging``:
+    nobody could see those records, and ``logging`` is still not imported."""
+    assert _deferred(tmp_path, home, "quiet")["logging_before"] is False
+    assert not (home / "logs" / "agent.log").exists()
+
+
+def test_a_warning_makes_the_kernels_logging_and_reaches_agent_log(tmp_path: Path, home: Path) -> None:
+    assert _deferred(tmp_path, home, "warning")["logging_before"] is False
+    assert lines_with(home, "probe_warning", "seen in agent.log")
+
+
+def test_a_hosts_handler_sees_debug_records_of_a_kernel_that_never_loaded(tmp_path: Path, home: Path) -> None:
+    """Once the host imported ``logging`` (to listen), the kernel's DEBUG records reach it as before."""
+    seen = _deferred(tmp_path, home, "host-listens")["seen"]
+    assert any("source_skipped" in line for line in seen), seen
