@@ -199,10 +199,13 @@ class Chain:
     defaults: Mapping[str, Any] | None = None
     plain: bool = True  # no wrapper, firstresult, historic, async callback, spec default or timeout
     history: list[Any] | None = None  # a historic hook's call history (pluggy's own list)
-    #: For a plain chain of pluggy-native impls only: ``(function, argnames, call)`` each, so that
-    #: ``k.pm.hook.<name>`` calls the functions with their own arguments, as pluggy does (``call`` is
-    #: the adapter, which names a missing argument).
-    native: tuple[tuple[Callable[..., Any], tuple[str, ...], Callable[..., Any]], ...] | None = None
+    #: For a plain chain of pluggy-native impls only: ``(function, pick, single, call)`` each, so that
+    #: ``k.pm.hook.<name>`` calls the functions with their own arguments, as pluggy does: ``pick``
+    #: takes them from the call's keyword arguments (one value when ``single``, else a tuple; a
+    #: ``KeyError`` when one is missing), ``call`` is the adapter, which names a missing argument.
+    native: tuple[tuple[Callable[..., Any], Callable[[Any], Any], bool, Callable[..., Any]], ...] | None = (
+        None
+    )
 
 
 @dataclass

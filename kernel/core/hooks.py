@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import operator
 import time
 from collections.abc import Callable, Generator, Iterable, Mapping
 from typing import Any
@@ -296,7 +297,7 @@ class HookEngine(AsyncCalls):
             and live
             and all(cb.native and cb.impl is not None and not cb.impl.kwargnames for cb in live)
         ):
-            native = tuple((cb.fn, tuple(cb.impl.argnames), cb.call) for cb in live)
+            native = tuple((cb.fn, *_picker(tuple(cb.impl.argnames)), cb.call) for cb in live)
         return Chain(
             tuple(calls), tuple(live), wrappers, methods, firstresult, defaults, plain, history, native
         )
@@ -397,39 +398,41 @@ class HookEngine(AsyncCalls):
         """``k.pm``'s hook executor: what every pluggy ``HookCaller`` of the kernel calls."""
         chain = self.chains.get(hook)
         if chain is None or chain.methods != methods:
-            chain = self._chain_for(hook, list(methods))
+            chain = self._chain_for(hook, methods)
         if self.monitors:
             return self._monitored(hook, chain, dict(kwargs), firstresult, None)
         if chain.plain and not firstresult and self.fast.get(hook) is chain:
             if chain.native is not None:
-                return self._native(chain, kwargs)
+                return self.native_results(chain, kwargs)
             return self.hot(hook, **kwargs)
         return self._run(chain, dict(kwargs), firstresult, None)
 
-    def _native(self, chain: Chain, kwargs: Mapping[str, Any]) -> list[Any]:
+    def native_results(self, chain: Chain, kwargs: Mapping[str, Any], each: bool = False) -> list[Any]:
         """A plain chain of pluggy-native impls, each called with its own arguments by position (as
-        pluggy calls them: no adapter in between); containment costs nothing until one raises."""
+        pluggy calls them: no adapter in between); containment costs nothing until one raises.
+
+        The non-None results; with ``each``, one entry per impl (``None`` for no answer or a failure).
+        """
         results: list[Any] = []
-        values, failed = _VALUES, self.failed
+        append, values, failed = results.append, _VALUES, self.failed
         token = RUNNING.set(self.owner)
         try:
-            for fn, names, call in chain.native or ():
+            for fn, pick, single, call in chain.native or ():
                 try:
                     try:
-                        args = [kwargs[name] for name in names]
+                        args = pick(kwargs)
                     except KeyError:
                         result = call(**kwargs)  # the adapter's TypeError names the missing argument
                     else:
-                        result = fn(*args)
+                        result = fn(args) if single else fn(*args)
                 except BaseException as exc:
                     failed(chain, call, exc)
-                    continue
-                if result is not None:
-                    if type(result) not in values:
+                    result = None
+                else:
+                    if result is not None and type(result) not in values:
                         result = self.settle(chain, call, result)
-                        if result is None:
-                            continue
-                    results.append(result)
+                if result is not None or each:
+                    append(result)
         finally:
             RUNNING.reset(token)
         return results
@@ -439,10 +442,17 @@ class HookEngine(AsyncCalls):
 
         A plain chain runs in a loop right there (no further call level, the
         lookups bound once); containment costs nothing until a callback
-        raises.  Anything else — wrappers, async callbacks, firstresult,
-        monitors... — takes :meth:`invoke`.
+        raises.  A plain chain of pluggy-native impls is called as pluggy
+        calls them (:meth:`native_results`).  Anything else — wrappers, async
+        callbacks, firstresult, monitors... — takes :meth:`invoke`.
         """
-        fast_get, general, failed, settle = self.fast.get, self.invoke, self.failed, self.settle
+        fast_get, general, failed, settle, native = (
+            self.fast.get,
+            self.invoke,
+            self.failed,
+            self.settle,
+            self.native_results,
+        )
         values = _VALUES
         owner, mark, unmark = self.owner, RUNNING.set, RUNNING.reset
 
@@ -450,6 +460,8 @@ class HookEngine(AsyncCalls):
             chain = fast_get(hook_name)
             if chain is None:
                 return general(hook_name, kwargs)
+            if chain.native is not None:
+                return native(chain, kwargs)
             kwargs.setdefault(OBSERVER_KEY, OBSERVER_SCHEMA_VERSION)
             results: list[Any] = []
             append = results.append
@@ -653,6 +665,17 @@ class HookEngine(AsyncCalls):
             bridge, self._bridge = self._bridge, None
         if bridge is not None:
             bridge.close()
+
+
+def _no_arguments(_kwargs: Any) -> tuple[()]:
+    return ()
+
+
+def _picker(names: tuple[str, ...]) -> tuple[Callable[[Any], Any], bool]:
+    """``(pick, single)`` for an impl taking ``names``: ``pick(kwargs)`` is its arguments, in C."""
+    if not names:
+        return _no_arguments, False
+    return operator.itemgetter(*names), len(names) == 1
 
 
 class _Batch:

@@ -204,7 +204,7 @@ class Kernel:
             if self._loaded or self._closed:
                 return self.plugins
             self._loader.loaded = True
-            self._logging  # noqa: B018 - the plugins' loggers get the kernel's handlers before their code runs
+            self._logging  # noqa: B018 - made now: plugin loggers get the kernel handlers before they run
             self.environ.dotenv = read_dotenv(self.home)
             for name in environ.export(self._env_token, self.environ.dotenv):
                 self.log.warning(
@@ -488,11 +488,12 @@ class Kernel:
         is checked and joined in C after it; any other answer is then read
         with its callback known (:meth:`_context_pieces`).
         """
-        fast_get, failed, pieces, slow = (
+        fast_get, failed, pieces, slow, native = (
             self._fast.get,
             self._hooks.failed,
             self._context_pieces,
             self._slow_context,
+            self._hooks.native_results,
         )
         strip, join = str.strip, "\n\n".join
         mark, unmark = RUNNING.set, RUNNING.reset
@@ -501,17 +502,20 @@ class Kernel:
             chain = fast_get("pre_llm_call")
             if chain is None:
                 return slow(kwargs)
-            kwargs.setdefault(OBSERVER_KEY, OBSERVER_SCHEMA_VERSION)
-            results: list[Any] = []
-            append = results.append
             token = mark(self)
             try:
-                for call in chain.calls:
-                    try:
-                        append(call(**kwargs))
-                    except BaseException as exc:
-                        failed(chain, call, exc)
-                        append(None)
+                if chain.native is not None:
+                    results = native(chain, kwargs, True)  # pluggy-native impls, called as pluggy calls them
+                else:
+                    kwargs.setdefault(OBSERVER_KEY, OBSERVER_SCHEMA_VERSION)
+                    results = []
+                    append = results.append
+                    for call in chain.calls:
+                        try:
+                            append(call(**kwargs))
+                        except BaseException as exc:
+                            failed(chain, call, exc)
+                            append(None)
                 try:
                     # str.strip, a C method, runs no method of a str subclass; anything else is a TypeError.
                     if all(map(strip, results)):

@@ -69,7 +69,10 @@ class KernelPluginManager(pluggy.PluginManager):
     def _hookexec(
         self, hook_name: str, methods: Sequence[HookImpl], kwargs: Mapping[str, object], firstresult: bool
     ) -> Any:
-        return self.engine.execute(hook_name, list(methods), kwargs, firstresult)
+        # pluggy hands each call a list of its own (a copy of the caller's).
+        return self.engine.execute(
+            hook_name, methods if type(methods) is list else list(methods), kwargs, firstresult
+        )
 
     def add_hookcall_monitoring(
         self, before: Callable[..., None], after: Callable[..., None]

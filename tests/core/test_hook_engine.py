@@ -476,3 +476,67 @@ def test_native_impls_on_the_fast_path_keep_pluggy_s_arguments_order_and_contain
     with pytest.warns(UserWarning, match="cannot be found in this hook call"):  # pluggy's own warning
         assert k.pm.hook.native_probe(a=1) == []
     assert "did not provide argument(s): b" in k.plugin("adds").hook_errors["native_probe"]
+
+
+def test_invoke_hook_and_pre_llm_context_call_native_impls_as_pluggy_does_and_as_a_plain_chain_would(
+    make_kernel: Callable[..., Kernel],
+) -> None:
+    """A plain chain of pluggy-native impls, through ``k.invoke_hook`` and ``k.pre_llm_context`` (the
+    path that calls them with their own arguments): what each takes (none, one, several), results in
+    the kernel's order, ``None`` left out, a coroutine's result awaited, a raising impl disabled while
+    the others answer, a non-text context piece read as the kernel reads it, the running kernel set."""
+    from kernel.core.api import running_kernel
+
+    seen: list[object] = []
+
+    class Alpha:
+        @hookimpl
+        def post_tool_call(self, tool_name: str, result: str) -> str:
+            seen.append(running_kernel())
+            return f"alpha:{tool_name}:{result}"
+
+        @hookimpl
+        def pre_llm_call(self, user_message: str) -> str:
+            return f"alpha saw {user_message}"
+
+    class Bravo:
+        @hookimpl
+        def post_tool_call(self) -> None:
+            return None
+
+        @hookimpl
+        def pre_llm_call(self, session_id: str) -> dict[str, str]:
+            return {"context": f"bravo in {session_id}"}
+
+    class Charlie:
+        @hookimpl
+        def post_tool_call(self, tool_name: str) -> Any:
+            async def later() -> str:
+                return f"charlie:{tool_name}"
+
+            return later()
+
+        @hookimpl
+        def pre_llm_call(self) -> str:
+            raise RuntimeError("broken on purpose")
+
+    k = make_kernel()
+    for name, plugin in (("charlie", Charlie()), ("alpha", Alpha()), ("bravo", Bravo())):
+        k.register(plugin, name=name)
+    for hook in ("post_tool_call", "pre_llm_call"):
+        assert k.host.engine.chains[hook].native is not None  # the path this test is about
+    call = {
+        "tool_name": "tool",
+        "args": {},
+        "result": "r",
+        "task_id": "",
+        "session_id": "s1",
+        "tool_call_id": "",
+    }
+    assert k.invoke_hook("post_tool_call", **call) == ["alpha:tool:r", "charlie:tool"]
+    assert seen == [k]
+    text = k.pre_llm_context(session_id="s1", user_message="hi", conversation_history=[], is_first_turn=True)
+    assert text == "alpha saw hi\n\nbravo in s1"
+    assert k.plugin("charlie").disabled_hooks == ["pre_llm_call"]
+    assert "broken on purpose" in k.plugin("charlie").hook_errors["pre_llm_call"]
+    assert k.pre_llm_context(session_id="s2", user_message="again") == "alpha saw again\n\nbravo in s2"
