@@ -300,9 +300,21 @@ def adapt_pluggy_impl(impl: HookImpl) -> Callable[..., Any]:
     return call
 
 
+def is_coroutine_function(fn: Any) -> bool:
+    """``inspect.iscoroutinefunction(fn)``, read from a plain function's code flags at once (it runs
+    for every callback and tool a plugin registers)."""
+    if type(fn) is types.FunctionType and "_is_coroutine_marker" not in vars(fn):
+        return bool(fn.__code__.co_flags & inspect.CO_COROUTINE)
+    return inspect.iscoroutinefunction(fn)
+
+
 def is_async_callable(fn: Callable[..., Any]) -> bool:
-    if inspect.iscoroutinefunction(fn):
+    """Whether calling ``fn`` makes a coroutine: an ``async def`` function or method, or an object
+    whose ``__call__`` is one."""
+    if is_coroutine_function(fn):
         return True
+    if type(fn) is types.FunctionType:
+        return False
     call = getattr(fn, "__call__", None)  # noqa: B004 - async __call__ of an instance
     return call is not None and inspect.iscoroutinefunction(call)
 

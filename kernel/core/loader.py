@@ -104,6 +104,8 @@ class Loader:
         self.loaded = False
         #: Set once the deferred (model provider) plugins were asked for: load() then imports them all.
         self.deferred_wanted = False
+        # Whether the per-plugin DEBUG records are made (each_bounded asks the logger once per list).
+        self._debugging = True
         #: Whether unloading a plugin takes its modules out of ``sys.modules`` (a shutdown takes the
         #: whole namespace out at once instead: :func:`release_namespace`).
         self.evict_each = True
@@ -120,14 +122,15 @@ class Loader:
         record = _Record.from_candidate(cand)
         self._records[record.name] = record
         manifest = record.manifest
-        self.log.debug(
-            "plugin_found",
-            key=record.name,
-            name=manifest.name if manifest else record.name,
-            kind=record.kind,
-            source=record.source,
-            path=cand.where,
-        )
+        if self._debugging:
+            self.log.debug(
+                "plugin_found",
+                key=record.name,
+                name=manifest.name if manifest else record.name,
+                kind=record.kind,
+                source=record.source,
+                path=cand.where,
+            )
         for warning in record.warnings:
             self.log.warning("manifest_warning", plugin=record.name, detail=warning)
         if manifest is not None and manifest.extra:
@@ -232,13 +235,14 @@ class Loader:
                 record.enabled = True
                 record.error = None
                 self._check_declarations(record)
-                self.log.debug(
-                    "plugin_registered",
-                    plugin=record.name,
-                    tools=list(record.tools),
-                    hooks=list(dict.fromkeys(cb.hook for cb in record.callbacks)),
-                    commands=list(record.commands),
-                )
+                if self._debugging:
+                    self.log.debug(
+                        "plugin_registered",
+                        plugin=record.name,
+                        tools=list(record.tools),
+                        hooks=list(dict.fromkeys(cb.hook for cb in record.callbacks)),
+                        commands=list(record.commands),
+                    )
         return None
 
     def each_bounded(self, items: Iterable[T], fn: Callable[[T], None]) -> None:
@@ -247,8 +251,15 @@ class Loader:
         They run on a loader thread that borrows the kernel's locks; one that
         overruns is given up (:meth:`_give_up`) and the next go on.
         """
+        import logging  # made with the kernel's logging, which a load makes first
+
         locks = (self._lock, self._hooks.lock, *self._lendable)
-        watchdog.run_each(items, fn, timeout=self._register_timeout, on_overran=self._give_up, lend=locks)
+        # Whether the per-plugin DEBUG records are wanted, asked once for the whole list.
+        self._debugging = self.log.isEnabledFor(logging.DEBUG)
+        try:
+            watchdog.run_each(items, fn, timeout=self._register_timeout, on_overran=self._give_up, lend=locks)
+        finally:
+            self._debugging = True
 
     def _give_up(self, item: Any, stack: list[Any]) -> None:
         """A load that overran: each plugin it was activating (innermost first) is failed and undone,

@@ -18,7 +18,14 @@ from typing import TYPE_CHECKING, Any, Unpack
 from ..base.data import copy_data
 from ..base.safe_yaml import DataRefused, data_problem, load_json
 from ..core.api import contained, running_kernel
-from ..core.hooks import adapt_hermes_callback, describe, plugin_order, propagates, safe_text
+from ..core.hooks import (
+    adapt_hermes_callback,
+    describe,
+    is_coroutine_function,
+    plugin_order,
+    propagates,
+    safe_text,
+)
 from ..core.running import RUNNING
 from .decisions import MAX_ARGS_CHARS, MAX_ARGS_DEPTH, MAX_ARGS_VALUES, decide_tool_call
 from .middleware import OBSERVER_SCHEMA_VERSION, MiddlewareError
@@ -329,7 +336,7 @@ class ToolRegistry:
                 plugin=plugin,
                 check_fn=check_fn,
                 requires_env=envs,
-                is_async=bool(opts["is_async"]) or inspect.iscoroutinefunction(handler),
+                is_async=bool(opts["is_async"]) or is_coroutine_function(handler),
                 description=opts["description"] or bare.get("description", ""),
                 emoji=opts["emoji"],
                 override=bool(override),

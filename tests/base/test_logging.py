@@ -232,6 +232,8 @@ if mode == "host-listens":
 k = Kernel(home)
 k.discover()  # logs at DEBUG only
 before = "logging" in sys.modules
+if mode == "host-listens":
+    k.load()
 if mode == "warning":
     k.log.warning("probe_warning", detail="seen in agent.log")
 k.shutdown()
@@ -265,7 +267,11 @@ def test_a_warning_makes_the_kernels_logging_and_reaches_agent_log(tmp_path: Pat
     assert lines_with(home, "probe_warning", "seen in agent.log")
 
 
-def test_a_hosts_handler_sees_debug_records_of_a_kernel_that_never_loaded(tmp_path: Path, home: Path) -> None:
-    """Once the host imported ``logging`` (to listen), the kernel's DEBUG records reach it as before."""
+def test_a_hosts_handler_sees_the_kernels_debug_records(tmp_path: Path, home: Path) -> None:
+    """Once the host imported ``logging`` and listens at DEBUG, the kernel's DEBUG records reach it:
+    those before its logging was made (a discovery) and each plugin's as it loads."""
+    write_plugin(home / "plugins", "listened", "def register(ctx):\n    pass\n")
     seen = _deferred(tmp_path, home, "host-listens")["seen"]
     assert any("source_skipped" in line for line in seen), seen
+    assert any("plugin_found" in line and "listened" in line for line in seen), seen
+    assert any("plugin_registered" in line and "listened" in line for line in seen), seen
