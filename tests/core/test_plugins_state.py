@@ -8,11 +8,14 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import yaml
 from conftest import CLI, cli_env, write_plugin
+
+from kernel import Kernel
 
 MARKER_PLUGIN = """
 import os, pathlib
@@ -162,3 +165,21 @@ def test_cached_listing_imports_no_plugin_code_or_http_client(cli_home: Path) ->
     assert "LOADED []" in result.stdout
     assert "marker" in result.stdout
     assert imports(cli_home) == 1
+
+
+def test_a_plugins_info_has_every_field_and_stays_frozen(
+    plugin_dir: Callable[..., Path], make_kernel: Callable[..., Kernel]
+) -> None:
+    """``PluginInfo`` as the kernel makes it for a record (without the dataclass's per-field setattr):
+    every field of the class there, equal to one built with them, and still read-only."""
+    import dataclasses
+
+    from kernel import PluginInfo
+
+    plugin_dir("fielded", "def register(ctx):\n    ctx.register_hook('pre_llm_call', lambda **kw: 'x')\n")
+    k = make_kernel()
+    info = k.plugin("fielded")
+    assert set(vars(info)) == {f.name for f in dataclasses.fields(PluginInfo)}
+    assert PluginInfo(**info.to_dict()) == info and info.hooks == ["pre_llm_call"]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        info.enabled = False  # type: ignore[misc]
