@@ -13,6 +13,7 @@ import gc
 import importlib
 import importlib.util
 import inspect
+import os
 import sys
 import threading
 import types
@@ -404,13 +405,12 @@ class Loader:
 
     def _import_directory(self, record: _Record) -> types.ModuleType:
         assert record.path is not None
-        init = record.path / "__init__.py"
+        folder = os.fspath(record.path)
+        init = os.path.join(folder, "__init__.py")
         namespace = self.namespace_module()
         self._registry.claim_slug(record)
         module_name = f"{self._namespace}.{record.slug}"
-        spec = importlib.util.spec_from_file_location(
-            module_name, init, submodule_search_locations=[str(record.path)]
-        )
+        spec = importlib.util.spec_from_file_location(module_name, init, submodule_search_locations=[folder])
         if spec is None or spec.loader is None:
             raise PluginError(f"cannot import {init}")
         module = importlib.util.module_from_spec(spec)

@@ -204,6 +204,8 @@ class _Record:
     def slug(self) -> str:
         if self.claimed_slug is not None:
             return self.claimed_slug
+        if self.name.isascii() and self.name.isidentifier():
+            return self.name  # what the substitutions below would leave as it is
         slug = re.sub(r"\W", "_", self.name.replace("/", "__").replace("-", "_"))
         return f"_{slug}" if slug[:1].isdigit() else slug
 
