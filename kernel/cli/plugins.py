@@ -14,7 +14,7 @@ from ..core.sources.discovery import (
     Candidate,
 )
 from ..core.sources.manifest import EnvVar, Manifest, declared_commands
-from . import offered, output
+from . import output
 from .common import (
     DISABLED_BY_CONFIG,
     TIERS,
@@ -347,6 +347,8 @@ def plugins_list(args: argparse.Namespace) -> int:
     kernel = Kernel()
     try:
         if args.refresh or kernel.debug:
+            from . import offered  # only a refresh saves what plugins offer
+
             load(kernel)
             kernel.save_plugin_state()
             offered.save(kernel)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import importlib
-import importlib.util
 import inspect
 import os
 import sys
@@ -410,6 +409,8 @@ class Loader:
         namespace = self.namespace_module()
         self._registry.claim_slug(record)
         module_name = f"{self._namespace}.{record.slug}"
+        import importlib.util  # with the first plugin folder imported: a listing imports none
+
         spec = importlib.util.spec_from_file_location(module_name, init, submodule_search_locations=[folder])
         if spec is None or spec.loader is None:
             raise PluginError(f"cannot import {init}")
