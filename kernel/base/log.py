@@ -38,7 +38,7 @@ from collections.abc import MutableMapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .redact import (  # the text side of logging; kept importable from here
+from .redact import (  # what the processors and the formatter use of it
     _CONTROL,
     _REDACTED,
     _escape,

@@ -88,13 +88,13 @@ class Kernel:
         #: record anyone could see, or when plugins load (see :class:`_DeferredLog`).
         deferred = _DeferredLog(lambda: self._logging.logger, self._log_unheard)
         self.log: LazyLogger = cast("LazyLogger", deferred)
-        for problem in self.problems:
-            self.log.warning("config_problem", detail=problem)
 
         self._lock = watchdog.SharedRLock()
         #: The plugin records, below ``k.pm`` and the loader (see :mod:`kernel.core.registry`).
         self._registry = PluginRegistry(self._lock)
         self._records: dict[str, _Record] = self._registry.records
+        for problem in self.problems:
+            self.log.warning("config_problem", detail=problem)
         # Locks of attached services that a loader thread borrows along with the kernel's (each_bounded).
         self._lendable: list[watchdog.SharedRLock] = []
         self.pm = KernelPluginManager(self._registry)
@@ -187,7 +187,7 @@ class Kernel:
                 made = self._made_logging
                 if made is None:
                     made = KernelLogging(self.home, self.debug, self._namespace)
-                    if "_registry" in vars(self) and self._closed:  # (a config problem logs before it exists)
+                    if self._closed:
                         made.close()
                     self._made_logging = made
         return made
@@ -700,7 +700,6 @@ def merge_context(results: list[Any]) -> str:
 
 
 _LOGGING_LOCK = threading.Lock()
-_QUIET_METHODS = frozenset({"debug", "info"})
 
 
 class _DeferredLog:
