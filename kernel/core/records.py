@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..base.data import frozen_made
 from .hooks import Callback
 
 if TYPE_CHECKING:
@@ -154,14 +155,6 @@ class PluginInfo:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    @classmethod
-    def _of_fields(cls, fields: dict[str, Any]) -> PluginInfo:
-        """One made by the kernel from a record, every field given: without the frozen dataclass's
-        ``object.__setattr__`` per field (ten times faster; a load lists every plugin it knows)."""
-        info = object.__new__(cls)
-        info.__dict__.update(fields)
-        return info
-
 
 @dataclass(eq=False)
 class _Record:
@@ -234,7 +227,8 @@ class _Record:
             if cb.error is not None:
                 hook_errors.setdefault(cb.hook, cb.error)
         registrations = self.registrations
-        return PluginInfo._of_fields(
+        return frozen_made(
+            PluginInfo,
             dict(
                 name=self.name,
                 version=self.version,
@@ -259,7 +253,7 @@ class _Record:
                 registrations={kind: list(names) for kind, names in registrations.items() if names}
                 if registrations
                 else {},
-            )
+            ),
         )
 
 

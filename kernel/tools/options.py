@@ -30,7 +30,7 @@ TOOL_OPTION_DEFAULTS: ToolOptions = {
 
 def tool_options(where: str, options: Mapping[str, Any]) -> ToolOptions:
     """``options`` with every default filled in; a keyword that is no tool option raises ``TypeError``."""
-    unknown = sorted(set(options) - set(TOOL_OPTION_DEFAULTS))
-    if unknown:
+    if not options.keys() <= TOOL_OPTION_DEFAULTS.keys():
+        unknown = sorted(set(options) - set(TOOL_OPTION_DEFAULTS))
         raise TypeError(f"{where}() got unexpected keyword argument(s): {', '.join(unknown)}")
     return cast(ToolOptions, {**TOOL_OPTION_DEFAULTS, **options})

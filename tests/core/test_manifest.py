@@ -411,3 +411,19 @@ def test_manifest_yaml_is_parsed_safely(
     assert info.enabled is False
     assert "plugin.yaml" in (info.error or "")
     assert not flag.exists()
+
+
+def test_a_parsed_manifest_has_every_field_and_stays_frozen(tmp_path: Path) -> None:
+    """``parse_manifest`` makes its ``Manifest`` without the dataclass's per-field setattr: every field
+    of the class is there, it equals one built normally, and it is still read-only."""
+    import dataclasses
+
+    from kernel.core.sources.manifest import parse_manifest
+
+    data = {"name": "full", "version": 2, "author": {"name": "A"}, "requires_env": ["KEY"], "odd": [1]}
+    manifest = parse_manifest(data, tmp_path / "plugin.yaml", "full")
+    assert set(vars(manifest)) == {f.name for f in dataclasses.fields(Manifest)}
+    assert Manifest(**{f.name: getattr(manifest, f.name) for f in dataclasses.fields(Manifest)}) == manifest
+    assert manifest.version == "2" and manifest.extra == {"odd": [1]}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        manifest.name = "other"  # type: ignore[misc]

@@ -9,6 +9,7 @@ from pathlib import Path
 from stat import S_ISREG
 from typing import TYPE_CHECKING, Any
 
+from ...base.data import frozen_made
 from ...base.safe_yaml import MAX_MANIFEST_BYTES, load_yaml, read_bounded, yaml_problem
 
 if TYPE_CHECKING:
@@ -146,22 +147,25 @@ def parse_manifest(data: Any, path: Path, default_name: str) -> Manifest:
         warnings.append(f"unknown kind '{kind}' (known: {', '.join(KINDS)}); treated as standalone")
         kind = "standalone"
 
-    return Manifest(
-        name=name.strip(),
-        version=_version(data, path),
-        description=_string(data, "description", path),
-        author=_author(data, path),
-        kind=kind,
-        provides_tools=_names(data, "provides_tools", path),
-        provides_hooks=_names(data, "provides_hooks", path) + _other_hook_lists(data),
-        requires_env=_env_list(data, "requires_env", path),
-        optional_env=_env_list(data, "optional_env", path),
-        label=_string(data, "label", path),
-        path=path,
-        declares_tools="provides_tools" in data,
-        declares_hooks="provides_hooks" in data or bool(_other_hook_lists(data)),
-        extra={k: copy.deepcopy(v) for k, v in data.items() if k not in KNOWN_FIELDS},
-        warnings=tuple(warnings),
+    return frozen_made(
+        Manifest,
+        dict(
+            name=name.strip(),
+            version=_version(data, path),
+            description=_string(data, "description", path),
+            author=_author(data, path),
+            kind=kind,
+            provides_tools=_names(data, "provides_tools", path),
+            provides_hooks=_names(data, "provides_hooks", path) + _other_hook_lists(data),
+            requires_env=_env_list(data, "requires_env", path),
+            optional_env=_env_list(data, "optional_env", path),
+            label=_string(data, "label", path),
+            path=path,
+            declares_tools="provides_tools" in data,
+            declares_hooks="provides_hooks" in data or bool(_other_hook_lists(data)),
+            extra={k: copy.deepcopy(v) for k, v in data.items() if k not in KNOWN_FIELDS},
+            warnings=tuple(warnings),
+        ),
     )
 
 
