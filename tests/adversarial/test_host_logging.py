@@ -98,3 +98,17 @@ def test_audit_lines_stay_in_agent_log(home: Path, root_handler: Collect) -> Non
         k._logging.audit.info("plugin_llm_call", plugin="p", provider="x")
     assert "plugin_llm_call" in (home / "logs" / "agent.log").read_text(encoding="utf-8")
     assert not [r for r in root_handler.records if r.name.endswith(".audit")]
+
+
+def test_the_first_record_of_a_kernel_that_never_loaded_is_masked_in_agent_log(home: Path) -> None:
+    """A kernel's logging is made with its first record (see docs/logging.md); that first record, with a
+    secret-named field and a credential in a URL, reaches agent.log masked like any other."""
+    k = Kernel(home)
+    try:
+        k.log.warning("first_record", api_key="sk-live-123456", url="https://user:hunter2@example.test/x")
+    finally:
+        k.shutdown()
+    text = (home / "logs" / "agent.log").read_text(encoding="utf-8")
+    assert "first_record" in text
+    assert "sk-live-123456" not in text and "hunter2" not in text
+    assert "***" in text
