@@ -79,11 +79,8 @@ class Manifest:
 
 def find_manifest(directory: Path) -> Path | None:
     """Return the manifest file of a plugin directory, or ``None``."""
-    for name in MANIFEST_NAMES:
-        candidate = directory / name
-        if candidate.is_file():
-            return candidate
-    return None
+    found = find_manifest_stat(directory)
+    return found[0] if found is not None else None
 
 
 def find_manifest_stat(directory: Path) -> tuple[Path, os.stat_result] | None:
